@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Summary: Keep the bundle's hash chain: SHA256SUMS, the launcher's pin, install and checks.
+
+Usage: hack/bundle.py checksums | verify-scripts | install DEST [--force] | repin DIR
+       hack/bundle.py driver-command STORAGE_ROOT [--profile NAME] [--run-id ID] | launcher-sha256
+
+The bundle is every file under tools/verl/two-worker-grpo/ plus runtime-env.json; installed,
+they sit flat in <storage>/tools/verl/two-worker-grpo/ beside SHA256SUMS. The launcher is
+pinned by the Driver command, SHA256SUMS by the launcher, and every other file by SHA256SUMS.
+Exit codes: 0 ok, 1 a check failed, 2 usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import py_compile
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List
+
+REPO = Path(__file__).resolve().parent.parent
+BUNDLE = REPO / "tools" / "verl" / "two-worker-grpo"
+LAUNCHER_NAME = "run-two-worker-grpo-v1.sh"
+VERIFIER_NAME = "verify-two-worker-grpo-v1.py"
+SUMS = REPO / "checksums" / "SHA256SUMS"
+RUNTIME_ENV = REPO / "runtime-env.json"
+DEFAULT_JOB_ROOT = "/mnt/verl-reproduction"
+PIN = re.compile(r"^readonly BUNDLE_SUMS_SHA256=[0-9a-f]{64}$", re.M)
+SKIP_PARTS = {"__pycache__"}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def walk(folder: Path, exclude: set) -> Dict[str, Path]:
+    files = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if path.is_file() and rel not in exclude and not SKIP_PARTS & set(path.parts) \
+                and not path.name.endswith(".pyc"):
+            files[rel] = path
+    return files
+
+
+def repo_files() -> Dict[str, Path]:
+    """Installed name -> repo path of every file SHA256SUMS covers."""
+    files = walk(BUNDLE, {LAUNCHER_NAME})
+    files["runtime-env.json"] = RUNTIME_ENV
+    return files
+
+
+def sums_text(files: Dict[str, Path]) -> str:
+    return "".join(f"{sha256(path)}  {name}\n" for name, path in sorted(files.items()))
+
+
+def pin_launcher(launcher: Path, sums_sha: str) -> None:
+    text = launcher.read_text(encoding="utf-8")
+    if not PIN.search(text):
+        raise SystemExit(f"bundle: {launcher} has no 'readonly BUNDLE_SUMS_SHA256=' line to pin")
+    launcher.write_text(PIN.sub(f"readonly BUNDLE_SUMS_SHA256={sums_sha}", text), encoding="utf-8")
+
+
+def generated_runtime_env() -> str:
+    out = subprocess.run([sys.executable, str(BUNDLE / VERIFIER_NAME), "runtime-env",
+                          "--storage-root", DEFAULT_JOB_ROOT], capture_output=True, text=True,
+                         check=True)
+    return out.stdout
+
+
+def cmd_checksums(args: argparse.Namespace) -> int:
+    RUNTIME_ENV.write_text(generated_runtime_env(), encoding="utf-8")
+    SUMS.parent.mkdir(exist_ok=True)
+    SUMS.write_text(sums_text(repo_files()), encoding="utf-8")
+    pin_launcher(BUNDLE / LAUNCHER_NAME, sha256(SUMS))
+    print(f"bundle: wrote runtime-env.json, {SUMS.relative_to(REPO)} "
+          f"({len(repo_files())} files) and the launcher's pin {sha256(SUMS)[:12]}…")
+    print(f"bundle: launcher sha256 {sha256(BUNDLE / LAUNCHER_NAME)}")
+    return 0
+
+
+def chain_problems(files: Dict[str, Path], sums: Path, launcher: Path) -> List[str]:
+    """Everything that breaks the hash chain, each with what to do."""
+    problems = []
+    if not sums.is_file():
+        return [f"{sums} is missing — run `make checksums`"]
+    listed = {}
+    for line in sums.read_text(encoding="utf-8").splitlines():
+        digest, _, name = line.partition("  ")
+        listed[name] = digest
+    for name, path in sorted(files.items()):
+        if name not in listed:
+            problems.append(f"{name}: not in SHA256SUMS — run `make checksums`")
+        elif listed[name] != sha256(path):
+            problems.append(f"{name}: sha256 expected {listed[name]}, actual {sha256(path)} "
+                            "— run `make checksums`")
+    for name in sorted(set(listed) - set(files)):
+        problems.append(f"{name}: listed in SHA256SUMS but missing — run `make checksums`")
+    match = PIN.search(launcher.read_text(encoding="utf-8"))
+    pinned = match.group(0).split("=")[1] if match else None
+    if pinned != sha256(sums):
+        problems.append(f"{launcher.name}: pins SHA256SUMS {pinned}, actual {sha256(sums)} "
+                        "— run `make checksums`")
+    return problems
+
+
+def compile_problems(files: List[Path]) -> List[str]:
+    problems = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for path in files:
+            if path.suffix == ".py":
+                try:  # compile to scratch, so no __pycache__ lands in the bundle
+                    py_compile.compile(str(path), cfile=os.path.join(scratch, "x.pyc"), doraise=True)
+                except py_compile.PyCompileError as exc:
+                    problems.append(f"{path}: does not compile: {exc.msg.strip()}")
+            elif path.suffix == ".sh":
+                for tool in (["bash", "-n"], ["shellcheck", "-x"]):
+                    if not shutil.which(tool[0]):
+                        problems.append(f"{tool[0]} is not installed — `make test` installs it "
+                                        "(or apt-get install shellcheck)")
+                        continue
+                    out = subprocess.run([*tool, str(path)], capture_output=True, text=True)
+                    if out.returncode:
+                        problems.append(f"{path}: {' '.join(tool)} fails:\n{out.stdout}{out.stderr}")
+    return problems
+
+
+def cmd_verify_scripts(args: argparse.Namespace) -> int:
+    files = repo_files()
+    problems = compile_problems([*files.values(), BUNDLE / LAUNCHER_NAME])
+    if RUNTIME_ENV.is_file() and RUNTIME_ENV.read_text(encoding="utf-8") != generated_runtime_env():
+        problems.append("runtime-env.json differs from the profile's RuntimeEnv — run `make checksums`")
+    problems += chain_problems(files, SUMS, BUNDLE / LAUNCHER_NAME)
+    for problem in problems:
+        print(f"verify-scripts: {problem}", file=sys.stderr)
+    if problems:
+        print(f"verify-scripts: FAILED ({len(problems)} problems)", file=sys.stderr)
+        return 1
+    print(f"verify-scripts: PASSED ({len(files) + 1} files compiled and hash-chained; "
+          f"launcher sha256 {sha256(BUNDLE / LAUNCHER_NAME)})")
+    return 0
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    """Copy the bundle flat into DEST; a differing file is replaced only with --force."""
+    problems = chain_problems(repo_files(), SUMS, BUNDLE / LAUNCHER_NAME)
+    if problems:
+        print("install: the repo's hash chain is stale:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
+    dest = Path(args.dest)
+    plan = {**repo_files(), "SHA256SUMS": SUMS, LAUNCHER_NAME: BUNDLE / LAUNCHER_NAME}
+    differing = [n for n, p in plan.items() if (dest / n).is_file() and sha256(dest / n) != sha256(p)]
+    if differing and not args.force:
+        print(f"install: {dest} holds other versions of {len(differing)} files "
+              f"({', '.join(differing[:5])}); nothing was changed. Past runs used them: install "
+              "into a new folder, or pass FORCE=1 to replace them.", file=sys.stderr)
+        return 1
+    for name, source in plan.items():
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.installing")
+        shutil.copyfile(source, temporary)
+        os.chmod(temporary, 0o755 if name in (LAUNCHER_NAME, VERIFIER_NAME) else 0o644)
+        os.replace(temporary, target)
+    print(f"install: {len(plan)} files in {dest}")
+    return subprocess.run(["bash", str(dest / LAUNCHER_NAME), "--verify-bundle"]).returncode
+
+
+def cmd_repin(args: argparse.Namespace) -> int:
+    """Re-hash an installed bundle folder (tests add their own profile to a sandbox copy)."""
+    folder = Path(args.dir)
+    (folder / "SHA256SUMS").write_text(
+        sums_text(walk(folder, {LAUNCHER_NAME, "SHA256SUMS"})), encoding="utf-8")
+    pin_launcher(folder / LAUNCHER_NAME, sha256(folder / "SHA256SUMS"))
+    return 0
+
+
+def cmd_launcher_sha256(args: argparse.Namespace) -> int:
+    print(sha256(BUNDLE / LAUNCHER_NAME))
+    return 0
+
+
+def cmd_driver_command(args: argparse.Namespace) -> int:
+    root = args.storage_root.rstrip("/") or "/"
+    for value, name in ((root, "STORAGE_ROOT"), (args.profile, "PROFILE"), (args.run_id, "RUN_ID")):
+        if value and not re.match(r"^[A-Za-z0-9/._-]+$", value):
+            print(f"driver-command: {name}={value!r} holds characters a job form would mangle; "
+                  "use letters, digits, '/', '.', '_' and '-'", file=sys.stderr)
+            return 2
+    lines = ["set -euo pipefail", f"export STORAGE_ROOT={root}"]
+    if args.profile:
+        lines.append(f"export PROFILE={args.profile}")
+    if args.run_id:
+        lines.append(f"export RUN_ID={args.run_id}")
+    lines += ['launcher="$STORAGE_ROOT/tools/verl/two-worker-grpo/run-two-worker-grpo-v1.sh"',
+              f'echo "{sha256(BUNDLE / LAUNCHER_NAME)}  $launcher" | sha256sum --check --strict -',
+              'exec bash "$launcher"']
+    print("\n".join(lines))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="hack/bundle.py", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("checksums")
+    sub.add_parser("verify-scripts")
+    sub.add_parser("launcher-sha256")
+    p = sub.add_parser("install")
+    p.add_argument("dest")
+    p.add_argument("--force", action="store_true")
+    p = sub.add_parser("repin")
+    p.add_argument("dir")
+    p = sub.add_parser("driver-command")
+    p.add_argument("storage_root")
+    p.add_argument("--profile", default="")
+    p.add_argument("--run-id", default="")
+    args = parser.parse_args(argv)
+    handler = globals()["cmd_" + args.command.replace("-", "_")]
+    return handler(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""Every finding id with its title and the fix to try; README's troubleshooting table is this.
+
+A test checks that README.md lists every id here, so the table cannot drift from the code.
+"""
+CATALOG = {
+    # General
+    "GEN-E001": ("a check crashed", "This is a bug in the verifier; report it with the traceback in the JSON record."),
+    # Inputs (prep box and launcher)
+    "INP-E001": ("storage is an overlay mount", "Mount the shared volume itself; an overlay is the container's private disk, not shared storage."),
+    "INP-E002": ("storage is not writable", "Mount the shared volume read-write (job form: access permission read-write)."),
+    "INP-E003": ("verl checkout missing or not a git work tree", "Run `make prepare-inputs` (or clone verl at the pinned commit into code/verl/<commit>/)."),
+    "INP-E004": ("verl checkout at the wrong commit", "Check out the profile's VERL_COMMIT: git -C <checkout> checkout <commit>."),
+    "INP-E005": ("verl checkout has local changes", "Commit nothing there: `git -C <checkout> status` shows what to revert (git stash or git checkout -- .)."),
+    "INP-E006": ("SHA256SUMS missing", "Prepare the folder with `make prepare-inputs`, which writes SHA256SUMS."),
+    "INP-E007": ("SHA256SUMS differs from the profile's pin", "The folder is not the pinned snapshot: re-download it, or pin it on purpose with `make pin-inputs` and `make checksums`."),
+    "INP-E008": ("a file does not match SHA256SUMS", "The file changed or is truncated: re-download that file (prepare-inputs redoes it)."),
+    "INP-E009": ("a file listed in SHA256SUMS is missing or unreadable", "Restore the file from the source; check the volume's permissions."),
+    "INP-E010": ("dataset-manifest.json missing or invalid", "Re-run the GSM8K conversion (`make prepare-inputs`), which writes the manifest."),
+    "INP-E011": ("dataset revision differs from the profile", "Convert the pinned revision, or use the profile whose DATASET_REVISION matches."),
+    "INP-E012": ("parquet file unreadable or malformed", "Re-run the conversion; a torn copy has no valid footer."),
+    "INP-E013": ("parquet row count differs from the profile", "Convert the full split of the pinned revision (train 7473 / test 1319 for GSM8K main)."),
+    "INP-E014": ("model weights unreadable", "Re-download the weights; a safetensors file must hold its header and every tensor's bytes."),
+    "INP-E015": ("SHA256SUMS has a malformed line", "Regenerate it: (cd <folder> && sha256sum <files> > SHA256SUMS)."),
+    "INP-E016": ("parquet lacks verl's columns", "Convert with the bundle's converter (prepare-inputs): verl reads data_source, prompt, ability, reward_model, extra_info."),
+    "INP-W001": ("a file is not covered by SHA256SUMS", "Remove stray files from the pinned folder, or regenerate and re-pin SHA256SUMS."),
+    # Preflight (on the cluster, before any GPU time)
+    "PRE-E001": ("train batch x rollout.n does not divide by the world size", "Change TRAIN_BATCH_SIZE or ROLLOUT_N in the profile so TRAIN_BATCH_SIZE x ROLLOUT_N divides by NODES x GPUS_PER_NODE."),
+    "PRE-E002": ("train batch smaller than the PPO mini batch", "Set PPO_MINI_BATCH_SIZE <= TRAIN_BATCH_SIZE in the profile."),
+    "PRE-E003": ("PPO mini batch per GPU is 0 or does not divide by the micro batch", "Pick PPO_MINI_BATCH_SIZE x ROLLOUT_N / world size as a positive multiple of PPO_MICRO_BATCH_SIZE_PER_GPU."),
+    "PRE-E004": ("rollout tensor parallel size does not divide the world size", "Set ROLLOUT_TP to a divisor of NODES x GPUS_PER_NODE."),
+    "PRE-E005": ("the train split is too small for the target steps", "Lower TARGET_STEPS or TRAIN_BATCH_SIZE, or use the full train split."),
+    "PRE-E010": ("ray is not importable", "Run the Driver in the verl image, which has ray; do not install packages at run time."),
+    "PRE-E011": ("cannot connect to the Ray cluster", "Pick the Ray distributed framework in the job form; do not set RAY_ADDRESS, head address or port yourself."),
+    "PRE-E012": ("wrong number of live Ray nodes", "Set the job's Worker count to the profile's NODES and re-run with a new RUN_ID; never lower the expectation."),
+    "PRE-E013": ("wrong number of GPUs in Ray", "Pick a Worker spec with GPUS_PER_NODE GPUs each; re-run with a new RUN_ID."),
+    "PRE-E014": ("a Ray node id is malformed", "The cluster reported a nil or malformed node id; restart the job (the cluster is unhealthy)."),
+    "PRE-E015": ("no probe result from a node", "The node hung or died during the probe: check that node's health and logs, then re-run with a new RUN_ID."),
+    "PRE-E016": ("a probe ran on another node than it was pinned to", "Node affinity was not honoured; check the Ray version and cluster health."),
+    "PRE-E017": ("a node cannot read the shared-storage sentinel", "Mount the same shared volume at the same path on every Worker."),
+    "PRE-E018": ("the driver cannot read a node's marker", "Mount the same shared volume read-write at the same path on every Worker."),
+    "PRE-E019": ("nvidia-smi failed or printed something unparsable", "Check the node's NVIDIA driver (nvidia-smi must run in the image)."),
+    "PRE-E020": ("wrong number of GPUs on a node", "Pick a Worker spec with GPUS_PER_NODE GPUs; CUDA_VISIBLE_DEVICES must not hide any."),
+    "PRE-E021": ("wrong GPU model on a node", "Pick the Worker spec with the profile's GPU_MODEL, or use a profile for the GPUs you have."),
+    "PRE-E022": ("NVIDIA driver older than the profile allows", "Use nodes whose driver is at least MIN_DRIVER (CUDA 12 needs 525.60.13)."),
+    "PRE-E023": ("a node's storage is overlay or read-only", "Mount the shared volume read-write on every Worker, at the same path."),
+    "PRE-E024": ("NCCL_IB_DISABLE is not 1 on a node", "Paste the bundle's RuntimeEnv (make runtime-env): it sets NCCL_IB_DISABLE=1 for every node."),
+    "PRE-E025": ("the rollout engine is not importable on a node", "Use the verl image with SGLang; for ROLLOUT_ENGINE=hf put the bundle's rollout/ folder on PYTHONPATH."),
+    "PRE-E026": ("package versions differ across nodes", "Run every Worker on the same image; nothing may be installed at run time."),
+    "PRE-E027": ("Python differs across nodes", "Run every Worker on the same image."),
+    "PRE-W001": ("a package has the same version but another location on a node", "Usually harmless (a different install path); run every Worker on the same image to be sure."),
+    "PRE-E028": ("nodes see different inputs", "Every Worker must mount the same volume: check the mount source on each node."),
+}

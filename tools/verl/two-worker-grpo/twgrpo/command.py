@@ -1,0 +1,131 @@
+"""What the launcher runs: the environment it exports and the verl training command.
+
+Built here rather than in shell so that it is tested, and so that the RuntimeEnv JSON, the
+driver's exports and the training overrides come from one profile.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List
+
+from .profile import Profile
+
+# The HF-generate rollout adapter module, importable on every node where ROLLOUT_ENGINE=hf.
+HF_ROLLOUT_MODULE = "twgrpo_hf_rollout"
+
+# Set on every node through the pasted RuntimeEnv, and exported by the launcher for the driver.
+# Offline: nothing is fetched at run time. NCCL: Socket only (RDMA off), with INFO logs that
+# postflight reads; GLOO_LOG_LEVEL=INFO makes torch >= 2.5 log the Gloo full mesh.
+FIXED_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "WANDB_MODE": "disabled",
+    "TOKENIZERS_PARALLELISM": "true",
+    "NCCL_IB_DISABLE": "1",
+    "NCCL_DEBUG": "INFO",
+    "NCCL_CUMEM_ENABLE": "0",
+    "GLOO_LOG_LEVEL": "INFO",
+    "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+    "RAY_DEDUP_LOGS": "0",
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "HYDRA_FULL_ERROR": "1",
+}
+
+# Reach the TaskRunner and every WorkerDict on every node: verl 0.6.0 drops keys that the
+# driver already has from its own runtime_env, and a shell export never leaves the driver.
+WORKER_ENV = ("NCCL_DEBUG", "NCCL_IB_DISABLE", "GLOO_LOG_LEVEL")
+
+RUN_FILES = ("driver.log", "training.log", "resolved-command.txt", "run.json")
+
+
+def run_dir(storage_root: Path, run_id: str) -> Path:
+    return Path(storage_root) / "runs" / "verl" / "two-worker-grpo" / run_id
+
+
+def runtime_env(profile: Profile, storage_root: Path) -> Dict[str, object]:
+    """The RuntimeEnv JSON to paste into the job form (Ray's runtime_env)."""
+    verl = str(profile.verl_root(storage_root))
+    env = {"PYTHONPATH": verl, **FIXED_ENV}
+    return {"working_dir": verl, "excludes": ["/.git/", "/docs/", "/tests/"], "env_vars": env}
+
+
+def driver_environment(profile: Profile, storage_root: Path, run: Path,
+                       pythonpath: str = "") -> Dict[str, str]:
+    env = dict(FIXED_ENV)
+    verl = str(profile.verl_root(storage_root))
+    env["PYTHONPATH"] = f"{verl}:{pythonpath}" if pythonpath else verl
+    env["TENSORBOARD_DIR"] = str(run / "tensorboard")
+    return env
+
+
+def training_command(profile: Profile, storage_root: Path, run_id: str) -> List[str]:
+    p = profile
+    run = run_dir(storage_root, run_id)
+    data = p.data_root(storage_root)
+    rollout = "actor_rollout_ref.rollout"
+    actor = "actor_rollout_ref.actor"
+    overrides = [
+        "algorithm.adv_estimator=grpo",
+        "algorithm.use_kl_in_reward=false",
+        f"data.train_files={data / 'train.parquet'}",
+        f"data.val_files={data / 'test.parquet'}",
+        f"data.train_batch_size={p.TRAIN_BATCH_SIZE}",
+        f"data.max_prompt_length={p.MAX_PROMPT_LENGTH}",
+        f"data.max_response_length={p.MAX_RESPONSE_LENGTH}",
+        "data.filter_overlong_prompts=true",
+        "data.truncation=error",
+        "data.shuffle=false",
+        f"actor_rollout_ref.model.path={p.model_root(storage_root)}",
+        "actor_rollout_ref.model.use_shm=false",
+        f"actor_rollout_ref.model.use_remove_padding={p.USE_REMOVE_PADDING}",
+        f"actor_rollout_ref.model.enable_gradient_checkpointing={p.GRADIENT_CHECKPOINTING}",
+        f"{actor}.strategy=fsdp2",
+        "actor_rollout_ref.ref.strategy=fsdp2",
+        "critic.strategy=fsdp2",
+        "reward_model.strategy=fsdp2",
+        f"{actor}.optim.lr={p.LEARNING_RATE}",
+        f"{actor}.ppo_mini_batch_size={p.PPO_MINI_BATCH_SIZE}",
+        f"{actor}.ppo_micro_batch_size_per_gpu={p.PPO_MICRO_BATCH_SIZE_PER_GPU}",
+        f"{actor}.use_kl_loss=false",
+        f"{actor}.entropy_coeff=0",
+        f"{actor}.fsdp_config.param_offload={p.PARAM_OFFLOAD}",
+        f"{actor}.fsdp_config.optimizer_offload={p.OPTIMIZER_OFFLOAD}",
+        f"{rollout}.name={p.ROLLOUT_ENGINE}",
+        f"{rollout}.tensor_model_parallel_size={p.ROLLOUT_TP}",
+        f"{rollout}.gpu_memory_utilization={p.GPU_MEMORY_UTILIZATION}",
+        f"{rollout}.n={p.ROLLOUT_N}",
+        f"{rollout}.log_prob_micro_batch_size_per_gpu={p.LOG_PROB_MICRO_BATCH_SIZE_PER_GPU}",
+        f"{rollout}.max_num_seqs=16",
+        f"{rollout}.max_model_len={p.MAX_PROMPT_LENGTH + p.MAX_RESPONSE_LENGTH}",
+        f"{rollout}.max_num_batched_tokens=2048",
+        f"{rollout}.enable_chunked_prefill=false",
+        f"{rollout}.enforce_eager=true",
+    ]
+    if p.ROLLOUT_ENGINE == "hf":
+        # verl imports model.external_lib in every worker before it looks the rollout up.
+        overrides.append(f"actor_rollout_ref.model.external_lib={HF_ROLLOUT_MODULE}")
+    if p.ATTN_IMPLEMENTATION:
+        overrides.append("+actor_rollout_ref.model.override_config._attn_implementation="
+                         f"{p.ATTN_IMPLEMENTATION}")
+    overrides += [
+        "trainer.logger=[console,tensorboard]",
+        "trainer.project_name=two-worker-grpo",
+        f"trainer.experiment_name={run_id}",
+        f"trainer.n_gpus_per_node={p.GPUS_PER_NODE}",
+        f"trainer.nnodes={p.NODES}",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        f"trainer.save_freq={p.SAVE_FREQ}",
+        "trainer.total_epochs=1",
+        f"trainer.total_training_steps={p.TARGET_STEPS}",
+        "trainer.resume_mode=disable",
+        f"trainer.default_local_dir={run / 'checkpoints'}",
+        f"trainer.rollout_data_dir={run / 'rollouts'}",
+        "+ray_kwargs.ray_init.address=auto",
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR={run / 'tensorboard'}",
+    ]
+    overrides += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={FIXED_ENV[k]}" for k in WORKER_ENV]
+    overrides += ["hydra.job.chdir=false", "hydra.output_subdir=null", f"hydra.run.dir={run / 'hydra'}"]
+    return ["python3", "-m", "verl.trainer.main_ppo", *overrides]

@@ -1,0 +1,365 @@
+"""The preflight phase: is the Ray cluster the one the profile describes, before any GPU time?
+
+Connects to the running cluster (never starts one), sends one probe pinned to each live node,
+all in flight at once, waits a bounded time, and judges what came back. Writes preflight.json
+(status passed or failed) and prints one WORKER_TOPOLOGY line per node that answered.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from . import sizes
+from .command import FIXED_ENV, HF_ROLLOUT_MODULE
+from .findings import (Finding, Skip, UsageError, finding, mismatch, phase_record,
+                       print_findings, run_checks, verdict)
+from .probe import probe_node
+from .profile import Profile
+from .records import read_json, write_json, write_text
+
+NODE_ID = re.compile(r"^[0-9a-f]{56}$")
+ENGINE_MODULES = {"sglang": "sglang", "vllm": "vllm", "hf": HF_ROLLOUT_MODULE}
+
+
+@dataclasses.dataclass
+class PreflightContext:
+    profile: Profile
+    run_id: str
+    run_dir: Path
+    storage_root: Path
+    verl_root: Path
+    model_root: Path
+    data_root: Path
+    probe_timeout: float
+    token: str = ""
+    ray: Any = None
+    connect_error: str = ""
+    nodes: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+    driver_node_id: str = ""
+    cluster_resources: Dict[str, float] = dataclasses.field(default_factory=dict)
+    reports: Dict[int, Dict[str, Any]] = dataclasses.field(default_factory=dict)
+    probe_seconds: float = 0.0
+
+    def node_name(self, ordinal: int) -> str:
+        report = self.reports.get(ordinal) or {}
+        host = report.get("hostname") or self.nodes[ordinal].get("NodeManagerHostname") or "?"
+        role = "head" if self.nodes[ordinal]["NodeID"] == self.driver_node_id else "worker"
+        return f"node {ordinal} ({role} {host} {self.nodes[ordinal].get('NodeManagerAddress')})"
+
+    def connected(self) -> None:
+        if self.ray is None:
+            raise Skip("no Ray cluster")
+
+    def answered(self):
+        self.connected()
+        return sorted(self.reports.items())
+
+
+def check_batch_sizes(ctx: PreflightContext) -> List[Finding]:
+    return sizes.check_batch_sizes(ctx.profile)
+
+
+def check_ray_connection(ctx: PreflightContext) -> List[Finding]:
+    try:
+        import ray
+    except ImportError as exc:
+        return [finding("PRE-E010", "driver", f"cannot import ray: {exc}")]
+    try:
+        ray.init(address="auto", ignore_reinit_error=True, log_to_driver=False,
+                 logging_level="WARNING")
+    except Exception as exc:  # ray raises ConnectionError, RuntimeError, ValueError...
+        ctx.connect_error = str(exc)
+        return [finding("PRE-E011", "driver", f"ray.init(address='auto') failed: {exc}")]
+    ctx.ray = ray
+    ctx.driver_node_id = str(ray.get_runtime_context().get_node_id())
+    ctx.cluster_resources = dict(ray.cluster_resources())
+    live = [node for node in ray.nodes() if node.get("Alive")]
+    head = [node for node in live if node.get("NodeID") == ctx.driver_node_id]
+    others = sorted((node for node in live if node.get("NodeID") != ctx.driver_node_id),
+                    key=lambda node: (str(node.get("NodeManagerAddress")), str(node.get("NodeID"))))
+    ctx.nodes = head + others
+    return []
+
+
+def check_node_count(ctx: PreflightContext) -> List[Finding]:
+    ctx.connected()
+    if len(ctx.nodes) != ctx.profile.NODES:
+        return [mismatch("PRE-E012", "cluster", "live Ray nodes", ctx.profile.NODES, len(ctx.nodes),
+                         nodes=[n.get("NodeManagerAddress") for n in ctx.nodes])]
+    return []
+
+
+def check_gpu_resources(ctx: PreflightContext) -> List[Finding]:
+    ctx.connected()
+    found = []
+    for ordinal, node in enumerate(ctx.nodes):
+        gpus = node.get("Resources", {}).get("GPU", 0)
+        if gpus != ctx.profile.GPUS_PER_NODE:
+            found.append(mismatch("PRE-E013", ctx.node_name(ordinal), "Ray GPUs on the node",
+                                  ctx.profile.GPUS_PER_NODE, gpus))
+    total = ctx.cluster_resources.get("GPU", 0)
+    if total != ctx.profile.world_size:
+        found.append(mismatch("PRE-E013", "cluster", "Ray GPUs in total", ctx.profile.world_size,
+                              total))
+    return found
+
+
+def _probe_spec(ctx: PreflightContext, ordinal: int, node_id: str) -> Dict[str, Any]:
+    return {"ordinal": ordinal, "node_id": node_id, "run_dir": str(ctx.run_dir),
+            "token": ctx.token, "storage_root": str(ctx.storage_root),
+            "verl_root": str(ctx.verl_root), "model_root": str(ctx.model_root),
+            "data_root": str(ctx.data_root), "env_keys": sorted(FIXED_ENV),
+            "engine_module": ENGINE_MODULES[ctx.profile.ROLLOUT_ENGINE],
+            "profile_text": "".join(f"{k}={v}\n" for k, v in ctx.profile.values.items()),
+            "profile_source": str(ctx.profile.path)}
+
+
+def check_node_probes(ctx: PreflightContext) -> List[Finding]:
+    """One probe per live node, hard affinity, all in flight; a bounded wait for all of them."""
+    ctx.connected()
+    ray = ctx.ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    import twgrpo
+    # Ship this package with the task, so nodes need no copy of the bundle on their path.
+    ray.cloudpickle.register_pickle_by_value(twgrpo)
+    remote_probe = ray.remote(num_cpus=0, max_retries=0)(probe_node)
+    found, pending = [], {}
+    for ordinal, node in enumerate(ctx.nodes):
+        node_id = str(node.get("NodeID"))
+        # A nil or malformed id makes Ray's C++ core abort the driver instead of raising.
+        if not NODE_ID.match(node_id) or set(node_id) <= {"0"} or set(node_id) <= {"f"}:
+            found.append(finding("PRE-E014", ctx.node_name(ordinal), f"node id {node_id!r} is "
+                                 "not 56 hex digits, or is nil; no probe sent"))
+            continue
+        strategy = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+        # Asking for all of the node's GPUs makes Ray name them in CUDA_VISIBLE_DEVICES, so the
+        # probe judges exactly the GPUs verl will get there.
+        gpus = node.get("Resources", {}).get("GPU", 0)
+        ref = remote_probe.options(scheduling_strategy=strategy, num_gpus=gpus).remote(
+            _probe_spec(ctx, ordinal, node_id))
+        pending[ref] = ordinal
+    started = time.monotonic()
+    ready, not_ready = ray.wait(list(pending), num_returns=len(pending),
+                                timeout=ctx.probe_timeout) if pending else ([], [])
+    ctx.probe_seconds = time.monotonic() - started
+    for ref in not_ready:
+        ordinal = pending[ref]
+        ray.cancel(ref, force=True)
+        found.append(finding("PRE-E015", ctx.node_name(ordinal),
+                             f"the probe did not answer within {ctx.probe_timeout:g} s"))
+    for ref in ready:
+        ordinal = pending[ref]
+        try:
+            report = ray.get(ref)
+        except Exception as exc:  # the node or its worker died: any Ray error is evidence
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            found.append(finding("PRE-E015", ctx.node_name(ordinal),
+                                 f"the probe failed: {type(exc).__name__}: {first[:300]}"))
+            continue
+        ctx.reports[ordinal] = report
+        if report["node_id"] != report["expected_node_id"]:
+            found.append(mismatch("PRE-E016", ctx.node_name(ordinal), "node the probe ran on",
+                                  report["expected_node_id"], report["node_id"]))
+    return found
+
+
+def check_shared_storage(ctx: PreflightContext) -> List[Finding]:
+    found = []
+    for ordinal, report in ctx.answered():
+        name = ctx.node_name(ordinal)
+        if not report["sentinel_ok"]:
+            found.append(finding("PRE-E017", name, "the node cannot read the sentinel the driver "
+                                 f"wrote to {ctx.run_dir / 'shared-storage-sentinel'}"))
+        marker = ctx.run_dir / "preflight-nodes" / f"node-{ordinal}.json"
+        try:
+            seen = read_json(marker)
+            ok = seen.get("node_id") == report["node_id"] and seen.get("token") == ctx.token
+        except (OSError, ValueError, AttributeError):
+            ok = False
+        if not ok:
+            found.append(finding("PRE-E018", name, f"the driver cannot read back {marker} "
+                                 f"({report.get('marker_error') or 'absent or foreign'})"))
+    return found
+
+
+def check_gpus(ctx: PreflightContext) -> List[Finding]:
+    found = []
+    for ordinal, report in ctx.answered():
+        name, query = ctx.node_name(ordinal), report["gpu_query"]
+        if "error" in query:
+            found.append(finding("PRE-E019", name, query["error"]))
+            continue
+        gpus = query["gpus"]
+        if len(gpus) != ctx.profile.GPUS_PER_NODE:
+            found.append(mismatch("PRE-E020", name, "GPUs listed by nvidia-smi",
+                                  ctx.profile.GPUS_PER_NODE, len(gpus)))
+        wrong = sorted({g["name"] for g in gpus if g["name"] != ctx.profile.GPU_MODEL})
+        if ctx.profile.GPU_MODEL != "*" and wrong:
+            found.append(mismatch("PRE-E021", name, "GPU model", ctx.profile.GPU_MODEL,
+                                  ", ".join(wrong)))
+    return found
+
+
+def _version(text: str) -> tuple:
+    numbers = [int(part) for part in text.split(".")]
+    return tuple(numbers + [0] * (3 - len(numbers)))
+
+
+def check_driver_version(ctx: PreflightContext) -> List[Finding]:
+    found = []
+    for ordinal, report in ctx.answered():
+        for driver in sorted({g["driver"] for g in report["gpu_query"].get("gpus", [])}):
+            if _version(driver) < _version(ctx.profile.MIN_DRIVER):
+                found.append(finding("PRE-E022", ctx.node_name(ordinal),
+                                     f"NVIDIA driver {driver} is older than {ctx.profile.MIN_DRIVER}",
+                                     expected=f">= {ctx.profile.MIN_DRIVER}", actual=driver))
+    return found
+
+
+def check_storage_mount(ctx: PreflightContext) -> List[Finding]:
+    found = []
+    for ordinal, report in ctx.answered():
+        mount = report.get("mount") or {}
+        if mount.get("fstype") == "overlay" or "ro" in mount.get("options", "").split(","):
+            found.append(finding("PRE-E023", ctx.node_name(ordinal),
+                                 f"storage mount {mount.get('target')} is {mount.get('fstype')} "
+                                 f"({mount.get('options')})", mount=mount))
+    return found
+
+
+def check_nccl_env(ctx: PreflightContext) -> List[Finding]:
+    found = []
+    for ordinal, report in ctx.answered():
+        value = report["env"].get("NCCL_IB_DISABLE")
+        if value != "1":
+            found.append(mismatch("PRE-E024", ctx.node_name(ordinal), "NCCL_IB_DISABLE", "1",
+                                  "unset" if value is None else repr(value)))
+    return found
+
+
+def check_rollout_engine(ctx: PreflightContext) -> List[Finding]:
+    module = ENGINE_MODULES[ctx.profile.ROLLOUT_ENGINE]
+    return [finding("PRE-E025", ctx.node_name(ordinal), f"ROLLOUT_ENGINE={ctx.profile.ROLLOUT_ENGINE}"
+                    f" needs the module {module}, which is not importable there")
+            for ordinal, report in ctx.answered() if not report["engine_importable"]]
+
+
+def check_node_inputs(ctx: PreflightContext) -> List[Finding]:
+    found = []
+    for ordinal, report in ctx.answered():
+        for item in report["inputs"]["findings"]:
+            found.append(Finding(item["id"], f"{ctx.node_name(ordinal)}: {item['obj']}",
+                                 item["message"], item["hint"], item["evidence"]))
+    return found
+
+
+def _identity(report: Dict[str, Any]) -> Dict[str, Any]:
+    evidence = report["inputs"]["evidence"]
+    return {key: evidence.get(key) for key in ("verl_commit", "verl_clean", "model_sums_sha256",
+                                                "data_sums_sha256", "parquet_rows")}
+
+
+def check_same_inputs(ctx: PreflightContext) -> List[Finding]:
+    answered = ctx.answered()
+    if len(answered) < 2:
+        return []
+    first_ordinal, first = answered[0]
+    return [mismatch("PRE-E028", ctx.node_name(ordinal), f"inputs seen (vs {ctx.node_name(first_ordinal)})",
+                     _identity(first), _identity(report))
+            for ordinal, report in answered[1:] if _identity(report) != _identity(first)]
+
+
+def check_same_packages(ctx: PreflightContext) -> List[Finding]:
+    answered = ctx.answered()
+    if len(answered) < 2:
+        return []
+    found = []
+    base_ordinal, base = answered[0]
+    base_name = ctx.node_name(base_ordinal)
+    for ordinal, report in answered[1:]:
+        name = ctx.node_name(ordinal)
+        py_base = {k: base["python"][k] for k in ("version", "implementation")}
+        py_here = {k: report["python"][k] for k in ("version", "implementation")}
+        if py_here != py_base:
+            found.append(mismatch("PRE-E027", name, f"Python (vs {base_name})", py_base, py_here))
+        for package, ident in sorted(report["packages"].items()):
+            want = base["packages"].get(package, {})
+            if ident.get("version") != want.get("version"):
+                found.append(mismatch("PRE-E026", name, f"{package} version (vs {base_name})",
+                                      want.get("version") or "absent",
+                                      ident.get("version") or "absent"))
+            elif ident.get("origin") != want.get("origin"):
+                found.append(mismatch("PRE-W001", name, f"{package} location (vs {base_name})",
+                                      want.get("origin"), ident.get("origin")))
+    return found
+
+
+CHECKS = [
+    ("batch-sizes", check_batch_sizes),
+    ("ray-connection", check_ray_connection),
+    ("node-count", check_node_count),
+    ("gpu-resources", check_gpu_resources),
+    ("node-probes", check_node_probes),
+    ("shared-storage", check_shared_storage),
+    ("gpus", check_gpus),
+    ("driver-version", check_driver_version),
+    ("storage-mount", check_storage_mount),
+    ("nccl-env", check_nccl_env),
+    ("rollout-engine", check_rollout_engine),
+    ("node-inputs", check_node_inputs),
+    ("same-inputs", check_same_inputs),
+    ("same-packages", check_same_packages),
+]
+
+
+def topology(ctx: PreflightContext) -> List[Dict[str, Any]]:
+    """What postflight needs to map ranks to nodes: hostname, node id and IP per node."""
+    rows = []
+    for ordinal, report in sorted(ctx.reports.items()):
+        gpus = report["gpu_query"].get("gpus", [])
+        rows.append({"ordinal": ordinal, "node_id": report["node_id"],
+                     "node_ip": report["node_ip"], "hostname": report["hostname"],
+                     "is_head": report["node_id"] == ctx.driver_node_id,
+                     "gpu_names": [g["name"] for g in gpus], "gpu_count": len(gpus),
+                     "driver": sorted({g["driver"] for g in gpus}),
+                     "mount_source": (report.get("mount") or {}).get("source")})
+    return rows
+
+
+def main(args: argparse.Namespace, profile: Profile) -> int:
+    from .cli import run_folder
+    run_dir, run_id = run_folder(args)
+    if args.storage_root is None:
+        raise UsageError("--storage-root is required")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ctx = PreflightContext(profile, run_id, run_dir, args.storage_root,
+                           args.verl_root or profile.verl_root(args.storage_root),
+                           args.model_root or profile.model_root(args.storage_root),
+                           args.data_root or profile.data_root(args.storage_root),
+                           args.probe_timeout)
+    ctx.token = f"{run_id} {secrets.token_hex(8)}\n"
+    write_text(run_dir / "shared-storage-sentinel", ctx.token)
+    print(f"preflight: profile {profile.PROFILE_NAME}: {profile.NODES} nodes x "
+          f"{profile.GPUS_PER_NODE} {profile.GPU_MODEL} (world size {profile.world_size})", flush=True)
+    results = run_checks("preflight", CHECKS, ctx)
+    rows = topology(ctx)
+    for row in rows:
+        print("WORKER_TOPOLOGY " + json.dumps(row, sort_keys=True), flush=True)
+    print_findings(results)
+    code = verdict("preflight", results)
+    write_json(run_dir / "preflight.json", phase_record(
+        "preflight", results, run_id=run_id, profile=profile.to_json(),
+        expected_nodes=profile.NODES, expected_gpus_per_node=profile.GPUS_PER_NODE,
+        world_size=profile.world_size, cluster_resources=ctx.cluster_resources,
+        driver_node_id=ctx.driver_node_id, probe_seconds=round(ctx.probe_seconds, 3),
+        workers=rows, nodes=[ctx.reports.get(i) for i in range(len(ctx.nodes))]))
+    if ctx.ray is not None:
+        ctx.ray.shutdown()
+    return code
+

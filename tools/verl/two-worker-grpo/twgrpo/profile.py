@@ -1,0 +1,164 @@
+"""A profile holds every pin and size of one run; launcher, verifier and Makefile all read it.
+
+Format: ``KEY=value`` lines, ``#`` comments, no quoting and no expansion, so every reader
+sees the same bytes the same way.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from .findings import UsageError
+
+BUNDLE_DIR = Path(__file__).resolve().parent.parent
+PROFILE_DIR = BUNDLE_DIR / "profiles"
+DEFAULT_PROFILE = "tutorial-2x2-a100"
+
+SHA1 = re.compile(r"^[0-9a-f]{40}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
+BOOL = re.compile(r"^(true|false)$")
+NUMBER = re.compile(r"^[0-9.e+-]+$")
+POSITIVE = re.compile(r"^[1-9][0-9]*$")
+LINE = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$")
+
+ROLLOUT_ENGINES = ("sglang", "vllm", "hf")
+
+# key -> (form, meaning). Every key is required; an empty value is allowed only where noted.
+FIELDS: Dict[str, tuple] = {
+    "PROFILE_NAME": (NAME, "the profile's name, equal to its file name"),
+    "VERL_COMMIT": (SHA1, "verl git commit checked out under code/verl/<commit>/"),
+    "VERL_REPO_URL": (re.compile(r"^\S+$"), "where prepare-inputs clones verl from"),
+    "MODEL_HUB": (NAME, "model hub folder under models/"),
+    "MODEL_ID": (REPO_ID, "model id on that hub"),
+    "MODEL_REVISION": (NAME, "model revision folder"),
+    "MODEL_SUMS_SHA256": (SHA256, "sha256 of the model folder's SHA256SUMS"),
+    "MODEL_WEIGHTS": (re.compile(r"^[A-Za-z0-9._-]+\.safetensors$"), "the weights file to read"),
+    "DATASET_HUB": (NAME, "dataset hub folder under datasets/"),
+    "DATASET_ID": (REPO_ID, "dataset id on that hub"),
+    "DATASET_REVISION": (NAME, "dataset revision folder, also in dataset-manifest.json"),
+    "DATASET_VARIANT": (NAME, "processed/<variant>/ folder of verl parquet"),
+    "DATA_SUMS_SHA256": (SHA256, "sha256 of the data folder's SHA256SUMS"),
+    "TRAIN_ROWS": (POSITIVE, "rows in train.parquet"),
+    "TEST_ROWS": (POSITIVE, "rows in test.parquet"),
+    "NODES": (POSITIVE, "Ray nodes"),
+    "GPUS_PER_NODE": (POSITIVE, "GPUs on each Ray node"),
+    "GPU_MODEL": (re.compile(r"^\S.*$"), "nvidia-smi GPU name, or * for any"),
+    "MIN_DRIVER": (VERSION, "lowest NVIDIA driver allowed on any node"),
+    "TARGET_STEPS": (POSITIVE, "training steps"),
+    "SAVE_FREQ": (POSITIVE, "checkpoint every N steps"),
+    "TRAIN_BATCH_SIZE": (POSITIVE, "prompts per step"),
+    "ROLLOUT_N": (POSITIVE, "responses per prompt"),
+    "PPO_MINI_BATCH_SIZE": (POSITIVE, "prompts per PPO mini batch"),
+    "PPO_MICRO_BATCH_SIZE_PER_GPU": (POSITIVE, "actor micro batch per GPU"),
+    "LOG_PROB_MICRO_BATCH_SIZE_PER_GPU": (POSITIVE, "log-prob micro batch per GPU"),
+    "MAX_PROMPT_LENGTH": (POSITIVE, "prompt tokens"),
+    "MAX_RESPONSE_LENGTH": (POSITIVE, "response tokens"),
+    "ROLLOUT_ENGINE": (re.compile(r"^(sglang|vllm|hf)$"), "rollout engine: sglang, vllm or hf"),
+    "ROLLOUT_TP": (POSITIVE, "rollout tensor parallel size"),
+    "GPU_MEMORY_UTILIZATION": (NUMBER, "rollout engine's share of GPU memory"),
+    "LEARNING_RATE": (NUMBER, "actor learning rate"),
+    "PARAM_OFFLOAD": (BOOL, "FSDP parameter offload"),
+    "OPTIMIZER_OFFLOAD": (BOOL, "FSDP optimizer offload"),
+    "USE_REMOVE_PADDING": (BOOL, "verl remove-padding (needs flash-attn)"),
+    "GRADIENT_CHECKPOINTING": (BOOL, "activation checkpointing"),
+    "ATTN_IMPLEMENTATION": (re.compile(r"^(|eager|sdpa|flash_attention_2)$"),
+                            "attention override, empty for verl's default"),
+}
+INTS = {k for k, (form, _) in FIELDS.items() if form is POSITIVE}
+OPTIONAL_EMPTY = {"ATTN_IMPLEMENTATION"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    values: Dict[str, str]
+    path: Path
+
+    def __getattr__(self, key: str):
+        values = self.__dict__.get("values", {})
+        if key in values:
+            return int(values[key]) if key in INTS else values[key]
+        raise AttributeError(key)
+
+    @property
+    def world_size(self) -> int:
+        return self.NODES * self.GPUS_PER_NODE
+
+    # Layout on the volume, relative to the storage root (same on every mount path).
+    def verl_root(self, root: Path) -> Path:
+        return Path(root) / "code" / "verl" / self.VERL_COMMIT
+
+    def model_root(self, root: Path) -> Path:
+        return Path(root) / "models" / self.MODEL_HUB / self.MODEL_ID / self.MODEL_REVISION
+
+    def data_root(self, root: Path) -> Path:
+        return (Path(root) / "datasets" / self.DATASET_HUB / self.DATASET_ID / self.DATASET_REVISION
+                / "processed" / self.DATASET_VARIANT)
+
+    def to_json(self) -> Dict[str, object]:
+        return {"name": self.PROFILE_NAME, "path": str(self.path), "values": dict(self.values),
+                "world_size": self.world_size}
+
+
+def parse_profile_text(text: str, source: str) -> Profile:
+    values: Dict[str, str] = {}
+    problems: List[str] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = LINE.match(line)
+        if not match:
+            problems.append(f"line {number}: not KEY=value: {raw!r}")
+            continue
+        key, value = match.groups()
+        if key not in FIELDS:
+            problems.append(f"line {number}: unknown key {key}")
+        elif key in values:
+            problems.append(f"line {number}: {key} set twice")
+        else:
+            values[key] = value
+    for key, (form, meaning) in FIELDS.items():
+        if key not in values:
+            problems.append(f"{key} is missing ({meaning})")
+        elif not form.match(values[key]) or (not values[key] and key not in OPTIONAL_EMPTY):
+            problems.append(f"{key}={values[key]!r} is not a valid {meaning}")
+    if problems:
+        raise UsageError(f"profile {source} is invalid:\n  " + "\n  ".join(problems))
+    return Profile(values, Path(source))
+
+
+def resolve_profile_path(name_or_path: Optional[str]) -> Path:
+    """A bare name is a file in the bundle's profiles/; anything with a slash or .env is a path."""
+    name = name_or_path or DEFAULT_PROFILE
+    if "/" in name or name.endswith(".env"):
+        return Path(name)
+    if not NAME.match(name):
+        raise UsageError(f"profile name {name!r} is not a valid name")
+    return PROFILE_DIR / f"{name}.env"
+
+
+def load_profile(name_or_path: Optional[str] = None) -> Profile:
+    path = resolve_profile_path(name_or_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        known = ", ".join(sorted(p.stem for p in PROFILE_DIR.glob("*.env")))
+        raise UsageError(f"cannot read profile {path}: {exc.strerror} (bundle profiles: {known})")
+    profile = parse_profile_text(text, str(path))
+    if path.suffix == ".env" and profile.PROFILE_NAME != path.stem:
+        raise UsageError(f"profile {path}: PROFILE_NAME={profile.PROFILE_NAME} differs from its "
+                         f"file name {path.stem}; rename one of them")
+    return profile
+
+
+def with_overrides(profile: Profile, **values: object) -> Profile:
+    """The profile with some values replaced (command-line flags), validated like the file."""
+    merged = dict(profile.values)
+    merged.update({k: str(v) for k, v in values.items() if v is not None})
+    text = "".join(f"{k}={v}\n" for k, v in merged.items())
+    return parse_profile_text(text, str(profile.path))
