@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Summary: The bundle's main job, for real on one GPU: generated inputs, a local Ray head, the
+#   pasted Driver command, verl GRPO for 2 steps, postflight, SUCCESS.
+# Usage: hack/smoke.sh [SMOKE_ROOT]        (make smoke [SMOKE_ROOT=DIR])
+#
+# Needs one NVIDIA GPU (nvidia-smi) and a python3 with torch (CUDA), ray >= 2.41 and verl
+# 0.6.0's dependencies (the verl image has them), plus the verl 0.6.0 wheel: SMOKE_VERL_WHEEL,
+# else .whl/verl-0.6.0-py3-none-any.whl, else `pip download` fetches it. SMOKE_ROOT (default
+# .smoke/ in the repo) must not be an overlay mount. Each run gets a new RUN_ID and keeps the
+# runs before it. The Ray head it starts is stopped afterwards, by process group.
+# Exit codes: 0 SUCCESS; 2 this machine cannot run it (no GPU, missing package); otherwise
+# the launcher's exit code (1 a check failed).
+set -euo pipefail
+if [[ "${TRACE:-}" == 1 ]]; then
+  PS4='+ ${BASH_SOURCE[0]##*/}:${LINENO}:${FUNCNAME[0]:-main}: '
+  set -x
+fi
+
+readonly PROG=smoke
+readonly PROFILE=smoke-1x1
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+readonly REPO
+readonly VERL_WHEEL_NAME=verl-0.6.0-py3-none-any.whl
+RAY_PGID=""
+
+die() {
+  local code=$1
+  shift
+  printf '%s: %s\n' "$PROG" "$*" >&2
+  exit "$code"
+}
+
+now() { date +%s.%N; }
+elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }
+
+check_machine() {
+  command -v nvidia-smi >/dev/null ||
+    die 2 "needs one NVIDIA GPU, and nvidia-smi is not on PATH — run make smoke on a GPU machine; make test covers the rest without one"
+  local gpus
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+  ((gpus >= 1)) || die 2 "nvidia-smi lists no GPU — check the NVIDIA driver (nvidia-smi must list one GPU)"
+  local missing
+  missing=$(python3 - <<'EOF'
+import importlib.util
+need = ["torch", "ray", "transformers", "tokenizers", "hydra", "omegaconf", "tensordict",
+        "codetiming", "datasets", "pyarrow", "tensorboard", "peft", "torchdata", "pylatexenc"]
+print(" ".join(n for n in need if importlib.util.find_spec(n) is None))
+EOF
+  )
+  [[ -z "$missing" ]] || die 2 "python3 lacks $missing — use the verl image (or install verl 0.6.0's requirements)"
+  python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' ||
+    die 2 "torch does not see a CUDA GPU — check the driver and CUDA_VISIBLE_DEVICES"
+  command -v ray >/dev/null || die 2 "the ray command is not on PATH — put ray's bin folder on PATH"
+}
+
+find_wheel() {
+  local wheel=${SMOKE_VERL_WHEEL:-$REPO/.whl/$VERL_WHEEL_NAME}
+  if [[ ! -f "$wheel" ]]; then
+    wheel=$SMOKE_ROOT/wheels/$VERL_WHEEL_NAME
+    [[ -f "$wheel" ]] || python3 -m pip download -q --no-deps -d "$SMOKE_ROOT/wheels" verl==0.6.0 ||
+      die 2 "cannot get $VERL_WHEEL_NAME (no network?) — set SMOKE_VERL_WHEEL=/path/to/$VERL_WHEEL_NAME"
+  fi
+  printf '%s\n' "$wheel"
+}
+
+check_root() {
+  mkdir -p "$SMOKE_ROOT"
+  local fstype
+  fstype=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); from twgrpo.mounts import mount_for; m = mount_for(sys.argv[2]); print(m["fstype"] if m else "")' \
+    "$REPO/tools/verl/two-worker-grpo" "$SMOKE_ROOT")
+  [[ "$fstype" != overlay ]] ||
+    die 2 "SMOKE_ROOT $SMOKE_ROOT is on an overlay mount, which the inputs check refuses for storage — set SMOKE_ROOT to a real filesystem, e.g. make smoke SMOKE_ROOT=/dev/shm/two-worker-grpo-smoke"
+}
+
+# The RuntimeEnv a managed cluster would apply to every node, applied here to the one node.
+export_runtime_env() {
+  local storage=$1 kv
+  while IFS= read -r -d '' kv; do
+    export "${kv?}"
+  done < <(python3 - "$REPO" "$storage" <<'EOF'
+import json, subprocess, sys
+repo, storage = sys.argv[1], sys.argv[2]
+out = subprocess.run([sys.executable, f"{repo}/tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py",
+                      "runtime-env", "--profile", "smoke-1x1", "--storage-root", storage],
+                     capture_output=True, text=True, check=True).stdout
+for key, value in json.loads(out)["env_vars"].items():
+    sys.stdout.write(f"{key}={value}\0")
+EOF
+  )
+  # The HF-generate rollout adapter must be importable on the node; keep what was on the path.
+  export PYTHONPATH="$PYTHONPATH:$storage/tools/verl/two-worker-grpo/rollout${SMOKE_PYTHONPATH:+:$SMOKE_PYTHONPATH}"
+  # Never use NVLink multicast (NVLS): it is not needed and can wedge shared GPU hosts.
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+}
+
+start_ray() {
+  local port temp
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  temp=$(mktemp -d /tmp/twgrpo-ray.XXXXXX)  # short: Ray's socket paths must fit 107 bytes
+  setsid ray start --head --block --node-ip-address=127.0.0.1 --port="$port" --num-gpus=1 \
+    --include-dashboard=false --disable-usage-stats --temp-dir="$temp" >"$SMOKE_ROOT/ray-head.log" 2>&1 &
+  RAY_PGID=$!
+  export RAY_ADDRESS=127.0.0.1:$port  # what a managed platform gives its Driver
+  local tries
+  for tries in $(seq 60); do
+    if python3 -c 'import ray; ray.init(address="auto", log_to_driver=False); ray.shutdown()' >/dev/null 2>&1; then
+      return 0
+    fi
+    kill -0 "$RAY_PGID" 2>/dev/null || die 2 "ray start exited — see $SMOKE_ROOT/ray-head.log"
+    sleep 1
+  done
+  die 2 "the Ray head did not come up in $tries s — see $SMOKE_ROOT/ray-head.log"
+}
+
+stop_ray() {
+  [[ -n "$RAY_PGID" ]] || return 0
+  kill -TERM -- "-$RAY_PGID" 2>/dev/null || true
+  local i
+  for i in $(seq 20); do
+    kill -0 -- "-$RAY_PGID" 2>/dev/null || return 0
+    sleep 0.5
+  done
+  kill -KILL -- "-$RAY_PGID" 2>/dev/null || true  # the head can ignore TERM for a long time
+}
+
+phase_times() {  # one line per launcher phase, from driver.log
+  sed -n 's/^run-two-worker-grpo-v1: phase \([a-z]*\) ended with status \([0-9]*\) after \([0-9]*\) s$/  \1: \3 s (status \2)/p' "$1"
+}
+
+main() {
+  SMOKE_ROOT=${1:-${SMOKE_ROOT:-$REPO/.smoke}}
+  check_machine
+  check_root
+  local storage=$SMOKE_ROOT/storage run_id t0 t1 t2 t3 t4 status=0 wheel
+  run_id=smoke-$(date -u +%Y%m%dT%H%M%SZ)-$$
+  wheel=$(find_wheel)
+  t0=$(now)
+  python3 "$REPO/hack/generate-inputs.py" --storage-root "$storage" --profile "$PROFILE" --verl-wheel "$wheel"
+  t1=$(now)
+  # The smoke root is this checkout's scratch space: its bundle copy follows the checkout.
+  python3 "$REPO/hack/bundle.py" install "$storage/tools/verl/two-worker-grpo" --force
+  export_runtime_env "$storage"
+  trap stop_ray EXIT
+  start_ray
+  t2=$(now)
+  bash -c "$(python3 "$REPO/hack/bundle.py" driver-command "$storage" --profile "$PROFILE" --run-id "$run_id")" || status=$?
+  t3=$(now)
+  stop_ray
+  t4=$(now)
+  local run=$storage/runs/verl/two-worker-grpo/$run_id
+  printf '\n%s: run %s: %s\n' "$PROG" "$run_id" "$( [[ -s $run/SUCCESS ]] && echo SUCCESS || echo "FAILED (exit $status)")"
+  printf '%s: wall times (s): inputs generated %s, Ray head up %s, launcher %s, Ray stopped %s\n' "$PROG" \
+    "$(elapsed "$t0" "$t1")" "$(elapsed "$t1" "$t2")" "$(elapsed "$t2" "$t3")" "$(elapsed "$t3" "$t4")"
+  phase_times "$run/driver.log"
+  return "$status"
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  main "$@"
+fi
