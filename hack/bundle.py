@@ -199,7 +199,7 @@ def cmd_driver_command(args: argparse.Namespace) -> int:
     if args.run_id:
         lines.append(f"export RUN_ID={args.run_id}")
     lines += ['launcher="$STORAGE_ROOT/tools/verl/two-worker-grpo/run-two-worker-grpo-v1.sh"',
-              f'echo "{sha256(BUNDLE / LAUNCHER_NAME)}  $launcher" | sha256sum --check --strict -',
+              f'echo "{sha256(Path(args.launcher))}  $launcher" | sha256sum --check --strict -',
               'exec bash "$launcher"']
     print("\n".join(lines))
     return 0
@@ -220,6 +220,8 @@ def main(argv=None) -> int:
     p.add_argument("storage_root")
     p.add_argument("--profile", default="")
     p.add_argument("--run-id", default="")
+    p.add_argument("--launcher", default=str(BUNDLE / LAUNCHER_NAME),
+                   help="the launcher whose sha256 to pin (default: this checkout's)")
     args = parser.parse_args(argv)
     handler = globals()["cmd_" + args.command.replace("-", "_")]
     return handler(args)

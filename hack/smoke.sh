@@ -21,7 +21,8 @@ readonly PROFILE=smoke-1x1
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 readonly REPO
 readonly VERL_WHEEL_NAME=verl-0.6.0-py3-none-any.whl
-RAY_PGID=""
+# shellcheck source=hack/lib/ray-head.bash
+source "$REPO/hack/lib/ray-head.bash"
 
 die() {
   local code=$1
@@ -93,36 +94,6 @@ EOF
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 }
 
-start_ray() {
-  local port temp
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  temp=$(mktemp -d /tmp/twgrpo-ray.XXXXXX)  # short: Ray's socket paths must fit 107 bytes
-  setsid ray start --head --block --node-ip-address=127.0.0.1 --port="$port" --num-gpus=1 \
-    --include-dashboard=false --disable-usage-stats --temp-dir="$temp" >"$SMOKE_ROOT/ray-head.log" 2>&1 &
-  RAY_PGID=$!
-  export RAY_ADDRESS=127.0.0.1:$port  # what a managed platform gives its Driver
-  local tries
-  for tries in $(seq 60); do
-    if python3 -c 'import ray; ray.init(address="auto", log_to_driver=False); ray.shutdown()' >/dev/null 2>&1; then
-      return 0
-    fi
-    kill -0 "$RAY_PGID" 2>/dev/null || die 2 "ray start exited — see $SMOKE_ROOT/ray-head.log"
-    sleep 1
-  done
-  die 2 "the Ray head did not come up in $tries s — see $SMOKE_ROOT/ray-head.log"
-}
-
-stop_ray() {
-  [[ -n "$RAY_PGID" ]] || return 0
-  kill -TERM -- "-$RAY_PGID" 2>/dev/null || true
-  local i
-  for i in $(seq 20); do
-    kill -0 -- "-$RAY_PGID" 2>/dev/null || return 0
-    sleep 0.5
-  done
-  kill -KILL -- "-$RAY_PGID" 2>/dev/null || true  # the head can ignore TERM for a long time
-}
-
 phase_times() {  # one line per launcher phase, from driver.log
   sed -n 's/^run-two-worker-grpo-v1: phase \([a-z]*\) ended with status \([0-9]*\) after \([0-9]*\) s$/  \1: \3 s (status \2)/p' "$1"
 }
@@ -140,12 +111,13 @@ main() {
   # The smoke root is this checkout's scratch space: its bundle copy follows the checkout.
   python3 "$REPO/hack/bundle.py" install "$storage/tools/verl/two-worker-grpo" --force
   export_runtime_env "$storage"
-  trap stop_ray EXIT
-  start_ray
+  trap stop_ray_head EXIT
+  start_ray_head "$SMOKE_ROOT/ray-head.log" --num-gpus=1 ||
+    die 2 "cannot start a Ray head (see $SMOKE_ROOT/ray-head.log) — is another Ray running here?"
   t2=$(now)
   bash -c "$(python3 "$REPO/hack/bundle.py" driver-command "$storage" --profile "$PROFILE" --run-id "$run_id")" || status=$?
   t3=$(now)
-  stop_ray
+  stop_ray_head
   t4=$(now)
   local run=$storage/runs/verl/two-worker-grpo/$run_id
   printf '\n%s: run %s: %s\n' "$PROG" "$run_id" "$( [[ -s $run/SUCCESS ]] && echo SUCCESS || echo "FAILED (exit $status)")"

@@ -1,0 +1,48 @@
+"""Read the pins of inputs on a volume: commit, manifest hashes, revision, row counts."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict
+
+from twgrpo import hashing, parquet
+from twgrpo.profile import Profile
+
+from . import layout
+
+
+def read_pins(profile: Profile, root: Path) -> Dict[str, str]:
+    """The values a profile must hold to pin what is under ``root`` in its layout."""
+    data = profile.data_root(root)
+    manifest = json.loads((data / "dataset-manifest.json").read_text(encoding="utf-8"))
+    verl_parent = profile.verl_root(root).parent
+    checkouts = sorted(p.name for p in verl_parent.iterdir() if (p / ".git").exists()) \
+        if verl_parent.is_dir() else []
+    if profile.VERL_COMMIT not in checkouts and len(checkouts) == 1:
+        commit = layout.git(verl_parent / checkouts[0], "rev-parse", "HEAD")
+    else:
+        commit = layout.git(profile.verl_root(root), "rev-parse", "HEAD")
+    return {
+        "VERL_COMMIT": commit,
+        "MODEL_SUMS_SHA256": hashing.sha256_file(profile.model_root(root) / "SHA256SUMS"),
+        "DATA_SUMS_SHA256": hashing.sha256_file(data / "SHA256SUMS"),
+        "DATASET_REVISION": str(manifest["revision"]),
+        "TRAIN_ROWS": str(parquet.read_footer(data / "train.parquet").num_rows),
+        "TEST_ROWS": str(parquet.read_footer(data / "test.parquet").num_rows),
+    }
+
+
+def profile_text(profile: Profile, name: str, values: Dict[str, str], header: str) -> str:
+    """The profile's file with ``values`` replaced and PROFILE_NAME set, comments kept."""
+    out = [f"# {line}" if line else "#" for line in header.splitlines()]
+    seen = set()
+    for line in profile.path.read_text(encoding="utf-8").splitlines():
+        key = line.split("=", 1)[0]
+        if key == "PROFILE_NAME":
+            line = f"PROFILE_NAME={name}"
+        elif "=" in line and not line.startswith("#") and key in values:
+            line = f"{key}={values[key]}"
+            seen.add(key)
+        out.append(line)
+    out += [f"{k}={v}" for k, v in values.items() if k not in seen and k != "PROFILE_NAME"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,179 @@
+#!/usr/bin/env bats
+# The launcher's phases against a real single-node Ray head (stub nvidia-smi, 2 GPUs) and a
+# stand-in verl: the FAILED marker per phase and per signal, the training environment and the
+# recorded command. Nothing written earlier is ever removed.
+
+load test_helper
+
+setup_file() {
+  sandbox
+  build_fixture_once --nodes 1 --gpus-per-node 2
+  export GPUS_CSV=$BATS_FILE_TMPDIR/gpus.csv
+  gpus_csv "$GPUS_CSV" 2
+  # The node's environment, as the pasted RuntimeEnv would set it, with the bundle's HF
+  # rollout adapter importable (the fixture profile's ROLLOUT_ENGINE is hf).
+  export NVIDIA_SMI_STUB=$GPUS_CSV NCCL_IB_DISABLE=1
+  export PYTHONPATH=$FIXTURE/tools/verl/two-worker-grpo/rollout
+  # shellcheck source=hack/lib/ray-head.bash
+  source "$REPO/hack/lib/ray-head.bash"
+  start_ray_head "$BATS_FILE_TMPDIR/ray-head.log" --num-gpus=2 --num-cpus=2 3>&-
+  export RAY_HEAD_PGID
+  unset PYTHONPATH
+}
+
+teardown_file() {
+  # shellcheck source=hack/lib/ray-head.bash
+  source "$REPO/hack/lib/ray-head.bash"
+  stop_ray_head
+}
+
+setup() {
+  sandbox
+  use_fixture
+  export STORAGE_ROOT=$STORAGE RUN_ID=run-$BATS_TEST_NUMBER PROBE_TIMEOUT=30
+  export STANDIN_DUMP=$BATS_TEST_TMPDIR/standin.json
+  gpus_csv "$GPUS_CSV" 2
+  rm -f "$GPUS_CSV.hang"
+}
+
+teardown() {
+  rm -f "$GPUS_CSV.hang"
+}
+
+launch() {
+  run bash -c "$(driver_command "$RUN_ID")"
+}
+
+failed_field() {  # failed_field KEY: a value from the run's FAILED marker
+  sed -n "s/^$1=//p" "$(run_dir "$RUN_ID")/FAILED"
+}
+
+# Start the Driver command in the background, wait for FILE, send SIGNAL, wait for the end.
+# Job control on (set -m): a background job of a script would otherwise ignore SIGINT.
+launch_and_signal() {  # launch_and_signal FILE SIGNAL
+  set -m
+  bash -c "$(driver_command "$RUN_ID")" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  local pid=$!
+  set +m
+  for _ in $(seq 120); do
+    [[ -e "$1" ]] && break
+    sleep 0.5
+  done
+  [[ -e "$1" ]] || { cat "$BATS_TEST_TMPDIR/out"; kill -KILL "$pid"; return 1; }
+  kill -"$2" "$pid"
+  for _ in $(seq 60); do  # the launcher must end promptly, not after the training
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL -- "-$pid"
+    echo "the launcher ignored SIG$2" >&2
+    return 1
+  fi
+  status=0
+  wait "$pid" || status=$?
+  output=$(cat "$BATS_TEST_TMPDIR/out")
+}
+
+@test "a tampered model file leaves FAILED with phase=inputs and keeps what was written" {
+  local weights
+  weights=$(find "$STORAGE/models" -name model.safetensors)
+  printf 'x' >>"$weights"
+  launch
+  assert_failure 1
+  assert_output --partial "(INP-E008)"
+  assert_equal "$(failed_field phase)" inputs
+  assert_equal "$(failed_field exit_status)" 1
+  assert_equal "$(failed_field signal)" none
+  local run
+  run=$(run_dir "$RUN_ID")
+  assert_file_exist "$run/driver.log"
+  assert_file_exist "$run/inputs.json"
+  assert_file_exist "$run/run.json"
+  assert_file_not_exist "$run/preflight.json"
+  assert_file_not_exist "$run/SUCCESS"
+}
+
+@test "a wrong GPU model leaves FAILED with phase=preflight" {
+  gpus_csv "$GPUS_CSV" 2 "NVIDIA H100 80GB HBM3"
+  launch
+  assert_failure 1
+  assert_output --partial "(PRE-E021) GPU model: expected NVIDIA A100-SXM4-80GB, actual NVIDIA H100 80GB HBM3"
+  assert_equal "$(failed_field phase)" preflight
+  assert_file_exist "$(run_dir "$RUN_ID")/preflight.json"
+  assert_file_not_exist "$(run_dir "$RUN_ID")/training.log"
+}
+
+@test "a failing training command leaves FAILED with phase=training and its exit status" {
+  STANDIN_MODE=fail launch
+  assert_failure 3
+  assert_equal "$(failed_field phase)" training
+  assert_equal "$(failed_field exit_status)" 3
+  run cat "$(run_dir "$RUN_ID")/training.log"
+  assert_output --partial "standin: training failed on purpose"
+}
+
+@test "the training command sees the offline and NCCL environment and the pinned verl first" {
+  STANDIN_MODE=env launch
+  local run dump
+  run=$(run_dir "$RUN_ID")
+  dump=$STANDIN_DUMP
+  python3 - "$dump" "$STORAGE" "$run" <<'PY'
+import json, sys
+dump, storage, run = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+env = dump["env"]
+want = {"NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "INFO", "GLOO_LOG_LEVEL": "INFO",
+        "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+        "WANDB_MODE": "disabled", "TENSORBOARD_DIR": f"{run}/tensorboard"}
+bad = {k: (v, env.get(k)) for k, v in want.items() if env.get(k) != v}
+assert not bad, bad
+assert env["PYTHONPATH"].split(":")[0].startswith(f"{storage}/code/verl/"), env["PYTHONPATH"]
+argv = dump["argv"]
+for item in ("trainer.nnodes=1", "trainer.n_gpus_per_node=2", "+ray_kwargs.ray_init.address=auto",
+             f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR={run}/tensorboard",
+             "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_DEBUG=INFO",
+             f"trainer.default_local_dir={run}/checkpoints", "actor_rollout_ref.rollout.name=hf"):
+    assert item in argv, item
+PY
+  # resolved-command.txt is the exact argv, shell-quoted
+  run bash -c "eval \"args=(\$(cat '$run/resolved-command.txt'))\"; printf '%s\n' \"\${args[@]:3}\""
+  assert_success
+  assert_equal "$output" "$(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["argv"]))' "$dump")"
+}
+
+@test "SIGTERM during training leaves FAILED with signal=TERM and stops the training process" {
+  export STANDIN_MODE=sleep
+  launch_and_signal "$STANDIN_DUMP" TERM
+  assert_equal "$status" 143
+  assert_equal "$(failed_field phase)" training
+  assert_equal "$(failed_field signal)" TERM
+  assert_equal "$(failed_field exit_status)" 143
+  run pgrep -f "experiment_name=$RUN_ID "
+  assert_failure
+  assert_file_exist "$(run_dir "$RUN_ID")/preflight.json"
+}
+
+@test "SIGINT during training leaves FAILED with signal=INT" {
+  export STANDIN_MODE=sleep
+  launch_and_signal "$STANDIN_DUMP" INT
+  assert_equal "$status" 130
+  assert_equal "$(failed_field phase)" training
+  assert_equal "$(failed_field signal)" INT
+}
+
+@test "SIGTERM during preflight leaves FAILED with phase=preflight and signal=TERM" {
+  echo 120 >"$GPUS_CSV.hang"  # nvidia-smi hangs inside the probe
+  launch_and_signal "$(run_dir "$RUN_ID")/shared-storage-sentinel" TERM
+  assert_equal "$status" 143
+  assert_equal "$(failed_field phase)" preflight
+  assert_equal "$(failed_field signal)" TERM
+  assert_file_exist "$(run_dir "$RUN_ID")/driver.log"
+}
+
+@test "a run that trains but leaves no artifacts fails in phase=postflight" {
+  STANDIN_MODE=env launch
+  assert_failure 1
+  assert_equal "$(failed_field phase)" postflight
+  assert_file_exist "$(run_dir "$RUN_ID")/verification.json"
+  assert_file_not_exist "$(run_dir "$RUN_ID")/SUCCESS"
+}

@@ -1,0 +1,57 @@
+# Shared setup for the bats suites: a sealed sandbox per test (rbenv's test_helper style).
+# HOME and the storage root live under $BATS_TEST_TMPDIR; PATH is reset to the stubs, the test
+# venv and the system folders, so nothing from the developer's shell leaks in.
+
+REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd -P)
+VENV=$REPO/.venv
+LAUNCHER_REL=tools/verl/two-worker-grpo/run-two-worker-grpo-v1.sh
+
+bats_load_library bats-support
+bats_load_library bats-assert
+bats_load_library bats-file
+
+sandbox() {
+  export HOME=$BATS_TEST_TMPDIR/home
+  mkdir -p "$HOME"
+  export PATH="$REPO/tests/stubs:$VENV/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+  unset STORAGE_ROOT RUN_ID PROFILE PYTHONPATH TRACE
+  export STORAGE=$BATS_TEST_TMPDIR/storage
+}
+
+# A fixture storage root (stand-in verl, tiny model, data, bundle with the test profile),
+# built once per file and copied for each test.
+build_fixture_once() {  # in setup_file
+  FIXTURE=$BATS_FILE_TMPDIR/fixture
+  if [[ ! -d "$FIXTURE" ]]; then
+    "$VENV/bin/python" "$REPO/tests/lib/fixture.py" "$FIXTURE" "$@" >"$BATS_FILE_TMPDIR/fixture.env"
+  fi
+  export FIXTURE
+}
+
+use_fixture() {  # in setup: a private copy of the fixture as $STORAGE
+  cp -a "$BATS_FILE_TMPDIR/fixture" "$STORAGE"
+  export BUNDLE=$STORAGE/tools/verl/two-worker-grpo
+  export PROFILE=test-fixture
+}
+
+gpus_csv() {  # gpus_csv FILE COUNT [MODEL] [DRIVER]: the nvidia-smi stub's table
+  local file=$1 count=$2 model=${3:-NVIDIA A100-SXM4-80GB} driver=${4:-535.104.05} i
+  echo "index,name,memory.total,driver_version,pci.bus_id,uuid" >"$file"
+  for ((i = 0; i < count; i++)); do
+    printf '%d,%s,81920,%s,00000000:%02X:00.0,GPU-%08d-0000-4000-8000-000000000000\n' \
+      "$i" "$model" "$driver" $((7 + 4 * i)) "$i" >>"$file"
+  done
+}
+
+# The Driver command for the sandbox's installed bundle, as make driver-command prints it.
+driver_command() {  # driver_command RUN_ID
+  "$VENV/bin/python" "$REPO/hack/bundle.py" driver-command "$STORAGE" --profile "$PROFILE" \
+    --run-id "$1" --launcher "$BUNDLE/run-two-worker-grpo-v1.sh"
+}
+
+run_dir() { echo "$STORAGE/runs/verl/two-worker-grpo/$1"; }
+
+# Every file under a folder with its hash: compare before/after to show nothing changed.
+tree_state() {
+  (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
+}

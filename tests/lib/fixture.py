@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Summary: Build a test storage root: generated inputs, a stand-in verl, a pinned test profile,
+and the bundle installed with that profile added and its hash chain renewed.
+
+Usage: tests/lib/fixture.py ROOT [--nodes N] [--gpus-per-node G] [--gpu-model NAME]
+Prints KEY=value lines: PROFILE, LAUNCHER_SHA256, BUNDLE_DIR.
+"""
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "hack"))
+from inputs import pin  # noqa: E402
+from twgrpo import hashing  # noqa: E402
+from twgrpo.profile import load_profile  # noqa: E402
+
+STANDIN = REPO / "tests" / "fixtures" / "verl-standin"
+PROFILE = "test-fixture"
+
+
+def run(*args: str) -> None:
+    subprocess.run([sys.executable, *args], check=True, stdout=subprocess.DEVNULL)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("root", type=Path)
+    parser.add_argument("--nodes", default="1")
+    parser.add_argument("--gpus-per-node", default="2")
+    parser.add_argument("--gpu-model", default="NVIDIA A100-SXM4-80GB")
+    parser.add_argument("--standin", type=Path, default=STANDIN, help="the stand-in verl tree")
+    args = parser.parse_args()
+    root = args.root
+    base = load_profile("smoke-1x1")
+    run(str(REPO / "hack" / "generate-inputs.py"), "--storage-root", str(root), "--profile",
+        "smoke-1x1", "--verl-source", str(args.standin), "--unpinned")
+    # The stand-in's commit is not the smoke pin: find it and move it where the profile says.
+    verl_parent = base.verl_root(root).parent
+    values = pin.read_pins(base, root)
+    values.update(NODES=args.nodes, GPUS_PER_NODE=args.gpus_per_node, GPU_MODEL=args.gpu_model)
+    text = pin.profile_text(base, PROFILE, values, "A test profile made by tests/lib/fixture.py.")
+    bundle = root / "tools" / "verl" / "two-worker-grpo"
+    run(str(REPO / "hack" / "bundle.py"), "install", str(bundle), "--force")
+    (bundle / "profiles" / f"{PROFILE}.env").write_text(text, encoding="utf-8")
+    run(str(REPO / "hack" / "bundle.py"), "repin", str(bundle))
+    assert (verl_parent / values["VERL_COMMIT"]).is_dir()
+    launcher = bundle / "run-two-worker-grpo-v1.sh"
+    print(f"PROFILE={PROFILE}")
+    print(f"LAUNCHER_SHA256={hashing.sha256_file(launcher)}")
+    print(f"BUNDLE_DIR={bundle}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

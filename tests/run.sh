@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Summary: Install what the tests need, run shellcheck, bats and pytest, print one closing line.
+# Usage: tests/run.sh [pytest args...]        (make test; .ci/run)
+#
+# Installs, only when missing: Debian packages bats, bats-assert, bats-support, bats-file,
+# shellcheck, iproute2, util-linux, git (needs root and the Debian mirror); the venv .venv from
+# tests/requirements.txt (needs PyPI). Tests that need root (network namespaces, mounts) skip,
+# counted, when not root. Ends with "N passed, N failed, N skipped"; exit 1 if any failed.
+set -euo pipefail
+if [[ "${TRACE:-}" == 1 ]]; then
+  PS4='+ ${BASH_SOURCE[0]##*/}:${LINENO}:${FUNCNAME[0]:-main}: '
+  set -x
+fi
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+readonly REPO
+readonly VENV=$REPO/.venv
+readonly RESULTS=$REPO/.cache/test-results
+readonly DEBIAN_PACKAGES=(bats bats-assert bats-support bats-file shellcheck iproute2 util-linux git)
+
+die() {
+  printf 'tests: %s\n' "$*" >&2
+  exit 2
+}
+
+install_debian_packages() {
+  local missing=() pkg
+  for pkg in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  [[ $(id -u) == 0 ]] || die "missing Debian packages ${missing[*]} — install them (sudo apt-get install ${missing[*]})"
+  echo "tests: installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+install_venv() {
+  local stamp=$VENV/.requirements.sha256 want
+  want=$(sha256sum "$REPO/tests/requirements.txt")
+  [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && return 0
+  echo "tests: building $VENV from tests/requirements.txt"
+  python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REPO/tests/requirements.txt"
+  printf '%s\n' "$want" >"$stamp"
+}
+
+shell_files() {
+  git -C "$REPO" ls-files -co --exclude-standard -- '*.sh' '*.bash' '*.bats' .ci/run | sed "s|^|$REPO/|"
+}
+
+run_shellcheck() {  # one TAP line per file, so it counts like the other suites
+  local file n=0
+  while IFS= read -r file; do
+    n=$((n + 1))
+    if shellcheck -x -P "$REPO" "$file" >"$RESULTS/shellcheck.out" 2>&1; then
+      echo "ok $n shellcheck ${file#"$REPO"/}"
+    else
+      echo "not ok $n shellcheck ${file#"$REPO"/}"
+      sed 's/^/# /' "$RESULTS/shellcheck.out"
+    fi
+  done < <(shell_files)
+}
+
+main() {
+  install_debian_packages
+  install_venv
+  mkdir -p "$RESULTS"
+  export PATH="$VENV/bin:$PATH"
+  local status=0
+  echo "== shellcheck"
+  run_shellcheck | tee "$RESULTS/shellcheck.tap" || true
+  echo "== bats"
+  bats --tap --recursive "$REPO/tests/bats" | tee "$RESULTS/bats.tap" || true
+  echo "== pytest"
+  (cd "$REPO" && python -m pytest -q -rs -p no:cacheprovider --junitxml="$RESULTS/pytest.xml" tests/py "$@") || true
+  python3 "$REPO/tests/summarize.py" "$RESULTS" || status=$?
+  return "$status"
+}
+
+main "$@"
