@@ -147,20 +147,15 @@ def cmd_verify_scripts(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_install(args: argparse.Namespace) -> int:
-    """Copy the bundle flat into DEST; a differing file is replaced only with --force."""
-    problems = chain_problems(repo_files(), SUMS, BUNDLE / LAUNCHER_NAME)
-    if problems:
-        print("install: the repo's hash chain is stale:\n  " + "\n  ".join(problems), file=sys.stderr)
-        return 1
-    dest = Path(args.dest)
+def install_files(dest: Path, force: bool) -> bool:
+    """Copy the bundle flat into dest; False (and nothing changed) if a file differs and not force."""
     plan = {**repo_files(), "SHA256SUMS": SUMS, LAUNCHER_NAME: BUNDLE / LAUNCHER_NAME}
     differing = [n for n, p in plan.items() if (dest / n).is_file() and sha256(dest / n) != sha256(p)]
-    if differing and not args.force:
+    if differing and not force:
         print(f"install: {dest} holds other versions of {len(differing)} files "
               f"({', '.join(differing[:5])}); nothing was changed. Past runs used them: install "
               "into a new folder, or pass FORCE=1 to replace them.", file=sys.stderr)
-        return 1
+        return False
     for name, source in plan.items():
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -169,16 +164,30 @@ def cmd_install(args: argparse.Namespace) -> int:
         os.chmod(temporary, 0o755 if name in (LAUNCHER_NAME, VERIFIER_NAME) else 0o644)
         os.replace(temporary, target)
     print(f"install: {len(plan)} files in {dest}")
+    return True
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    problems = chain_problems(repo_files(), SUMS, BUNDLE / LAUNCHER_NAME)
+    if problems:
+        print("install: the repo's hash chain is stale:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
+    dest = Path(args.dest)
+    if not install_files(dest, args.force):
+        return 1
     return subprocess.run(["bash", str(dest / LAUNCHER_NAME), "--verify-bundle"]).returncode
 
 
 def cmd_repin(args: argparse.Namespace) -> int:
+    repin(Path(args.dir))
+    return 0
+
+
+def repin(folder: Path) -> None:
     """Re-hash an installed bundle folder (tests add their own profile to a sandbox copy)."""
-    folder = Path(args.dir)
     (folder / "SHA256SUMS").write_text(
         sums_text(walk(folder, {LAUNCHER_NAME, "SHA256SUMS"})), encoding="utf-8")
     pin_launcher(folder / LAUNCHER_NAME, sha256(folder / "SHA256SUMS"))
-    return 0
 
 
 def cmd_launcher_sha256(args: argparse.Namespace) -> int:

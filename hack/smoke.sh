@@ -75,7 +75,7 @@ check_root() {
 
 # The RuntimeEnv a managed cluster would apply to every node, applied here to the one node.
 export_runtime_env() {
-  local storage=$1 kv
+  local storage=$1 kv caller_path=${PYTHONPATH:-}
   while IFS= read -r -d '' kv; do
     export "${kv?}"
   done < <(python3 - "$REPO" "$storage" <<'EOF'
@@ -88,8 +88,9 @@ for key, value in json.loads(out)["env_vars"].items():
     sys.stdout.write(f"{key}={value}\0")
 EOF
   )
-  # The HF-generate rollout adapter must be importable on the node; keep what was on the path.
-  export PYTHONPATH="$PYTHONPATH:$storage/tools/verl/two-worker-grpo/rollout${SMOKE_PYTHONPATH:+:$SMOKE_PYTHONPATH}"
+  # The pinned verl first, then the HF-generate rollout adapter (importable on the node), then
+  # whatever the caller had on the path (packages the image lacks, for instance).
+  export PYTHONPATH="$PYTHONPATH:$storage/tools/verl/two-worker-grpo/rollout${caller_path:+:$caller_path}"
   # Never use NVLink multicast (NVLS): it is not needed and can wedge shared GPU hosts.
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 }

@@ -12,6 +12,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hack"))
+import importlib.util  # noqa: E402
+
 from inputs import pin  # noqa: E402
 from twgrpo import hashing  # noqa: E402
 from twgrpo.profile import load_profile  # noqa: E402
@@ -42,9 +44,13 @@ def main() -> int:
     values.update(NODES=args.nodes, GPUS_PER_NODE=args.gpus_per_node, GPU_MODEL=args.gpu_model)
     text = pin.profile_text(base, PROFILE, values, "A test profile made by tests/lib/fixture.py.")
     bundle = root / "tools" / "verl" / "two-worker-grpo"
-    run(str(REPO / "hack" / "bundle.py"), "install", str(bundle), "--force")
+    # The working tree's bundle, whatever the state of its pins: the sandbox gets its own chain.
+    spec = importlib.util.spec_from_file_location("bundle", REPO / "hack" / "bundle.py")
+    bundle_tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bundle_tool)
+    bundle_tool.install_files(bundle, force=True)
     (bundle / "profiles" / f"{PROFILE}.env").write_text(text, encoding="utf-8")
-    run(str(REPO / "hack" / "bundle.py"), "repin", str(bundle))
+    bundle_tool.repin(bundle)
     assert (verl_parent / values["VERL_COMMIT"]).is_dir()
     launcher = bundle / "run-two-worker-grpo-v1.sh"
     print(f"PROFILE={PROFILE}")

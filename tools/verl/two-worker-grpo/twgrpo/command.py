@@ -124,8 +124,9 @@ def training_command(profile: Profile, storage_root: Path, run_id: str) -> List[
         f"trainer.default_local_dir={run / 'checkpoints'}",
         f"trainer.rollout_data_dir={run / 'rollouts'}",
         "+ray_kwargs.ray_init.address=auto",
-        f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR={run / 'tensorboard'}",
     ]
-    overrides += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}={FIXED_ENV[k]}" for k in WORKER_ENV]
+    # Quoted: Hydra would read NCCL_IB_DISABLE=1 as an int, and Ray wants env_vars as strings.
+    worker_env = {"TENSORBOARD_DIR": str(run / "tensorboard"), **{k: FIXED_ENV[k] for k in WORKER_ENV}}
+    overrides += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}='{v}'" for k, v in worker_env.items()]
     overrides += ["hydra.job.chdir=false", "hydra.output_subdir=null", f"hydra.run.dir={run / 'hydra'}"]
     return ["python3", "-m", "verl.trainer.main_ppo", *overrides]

@@ -72,8 +72,9 @@ class CheckResult:
 
 
 def run_checks(phase: str, checks: Sequence[Check], ctx: Any,
-               out: TextIO = sys.stdout) -> List[CheckResult]:
+               out: Optional[TextIO] = None) -> List[CheckResult]:
     """Run every check (a crash becomes a finding), printing one status line per check."""
+    out = out or sys.stdout
     results = []
     width = max(len(name) for name, _ in checks) + 4
     for name, fn in checks:
@@ -96,7 +97,8 @@ def run_checks(phase: str, checks: Sequence[Check], ctx: Any,
     return results
 
 
-def print_findings(results: Sequence[CheckResult], out: TextIO = sys.stdout) -> None:
+def print_findings(results: Sequence[CheckResult], out: Optional[TextIO] = None) -> None:
+    out = out or sys.stdout
     for result in results:
         for f in result.findings:
             print(f"{f.obj}: ({f.id}) {f.message}", file=out)
@@ -104,7 +106,8 @@ def print_findings(results: Sequence[CheckResult], out: TextIO = sys.stdout) -> 
                 print(f"    HINT: {f.hint}", file=out)
 
 
-def verdict(phase: str, results: Sequence[CheckResult], out: TextIO = sys.stdout) -> int:
+def verdict(phase: str, results: Sequence[CheckResult], out: Optional[TextIO] = None) -> int:
+    out = out or sys.stdout
     failed = [r for r in results if not r.passed]
     if failed:
         count = sum(len(r.findings) for r in failed)

@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""Summary: A real multi-host Ray cluster on one machine, for tests and benchmarks (needs root).
+
+Usage: tests/cluster/netcluster.py up DIR --nodes N [--gpus-per-node G] | down DIR
+       tests/cluster/netcluster.py driver DIR -- COMMAND...   (run COMMAND on the head host)
+
+Each node is a host of its own: a network namespace on a private bridge (10.231.0.0/24, the
+bridge itself in a switch namespace, so the machine's own network is never touched), its own
+hostname (UTS namespace), mount namespace, /dev/shm and Ray temp dir, and `ray start
+--node-ip-address`. Every node sees the shared storage DIR/storage (a tmpfs) and has a stub
+nvidia-smi on PATH that reports the GPUs in DIR/nN/gpus.csv. Teardown goes by process id,
+SIGKILL after a short grace (a Ray head can ignore SIGTERM for long), then removes the
+namespaces, also when the caller failed.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+REPO = Path(__file__).resolve().parents[2]
+STUBS = REPO / "tests" / "stubs"
+SUBNET = "10.231.0"
+GCS_PORT = 6379
+# Fast failure detection, so a killed node is seen dead in seconds, not half a minute.
+RAY_FAST_HEALTH = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "1000",
+                   "RAY_health_check_failure_threshold": "3"}
+
+
+def sh(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, **kw)
+
+
+def gpus_csv(path: Path, count: int, model: str = "NVIDIA A100-SXM4-80GB",
+             driver: str = "535.104.05") -> None:
+    rows = ["index,name,memory.total,driver_version,pci.bus_id,uuid"]
+    rows += [f"{i},{model},81920,{driver},00000000:{7 + 4 * i:02X}:00.0,"
+             f"GPU-{i:08d}-0000-4000-8000-000000000000" for i in range(count)]
+    path.write_text("\n".join(rows) + "\n")
+
+
+@dataclasses.dataclass
+class Node:
+    index: int
+    ns: str
+    ip: str
+    hostname: str
+    holder: int = 0  # a process that keeps the node's UTS and mount namespaces
+    ray_pid: int = 0  # `ray start --block`, leader of its own process group
+
+
+class Cluster:
+    def __init__(self, root: Path, tag: Optional[str] = None):
+        self.root = Path(root)
+        self.tag = tag or f"twg{os.getpid() % 100000}"
+        self.state = self.root / "cluster.json"
+        self.nodes: List[Node] = []
+        self.storage = self.root / "storage"
+        self.env: Dict[str, str] = {}
+        if self.state.is_file():
+            data = json.loads(self.state.read_text())
+            self.tag = data["tag"]
+            self.nodes = [Node(**n) for n in data["nodes"]]
+            self.env = data["env"]
+
+    # ------------------------------------------------------------------ namespaces
+    @property
+    def switch(self) -> str:
+        return f"{self.tag}-sw"
+
+    @property
+    def ray_temp(self) -> Path:  # short: Ray's socket paths must fit 107 bytes
+        return Path("/tmp") / f"{self.tag}-ray"
+
+    def save(self) -> None:
+        self.state.write_text(json.dumps({"tag": self.tag, "env": self.env,
+                                          "nodes": [dataclasses.asdict(n) for n in self.nodes]}))
+
+    def create_switch(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.storage.mkdir(exist_ok=True)
+        if not os.path.ismount(self.storage):
+            sh("mount", "-t", "tmpfs", "-o", "size=2g", "tmpfs", str(self.storage))
+        sh("ip", "netns", "add", self.switch)
+        sh("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", self.switch, "link", "set", "br0", "up")
+        sh("ip", "-n", self.switch, "link", "set", "lo", "up")
+
+    def add_host(self, index: int) -> Node:
+        node = Node(index, f"{self.tag}-n{index}", f"{SUBNET}.{10 + index}", f"node-{index}")
+        sh("ip", "netns", "add", node.ns)
+        sh("ip", "link", "add", f"{self.tag}v{index}", "type", "veth", "peer", "name", f"{self.tag}p{index}")
+        sh("ip", "link", "set", f"{self.tag}v{index}", "netns", node.ns)
+        sh("ip", "link", "set", f"{self.tag}p{index}", "netns", self.switch)
+        sh("ip", "-n", self.switch, "link", "set", f"{self.tag}p{index}", "master", "br0", "up")
+        sh("ip", "-n", node.ns, "link", "set", f"{self.tag}v{index}", "name", "eth0")
+        sh("ip", "-n", node.ns, "addr", "add", f"{node.ip}/24", "dev", "eth0")
+        sh("ip", "-n", node.ns, "link", "set", "eth0", "up")
+        sh("ip", "-n", node.ns, "link", "set", "lo", "up")
+        (self.root / f"n{index}").mkdir(parents=True, exist_ok=True)
+        self.ray_temp.mkdir(parents=True, exist_ok=True)
+        # The holder gets its own hostname and mounts, then waits; commands join it by nsenter.
+        # Ray takes its temp dir from the head, one path for all nodes: a private tmpfs on that
+        # path gives each node its own, as separate hosts have.
+        script = (f"hostname {node.hostname} && mount --make-rprivate / && "
+                  f"mount -t tmpfs -o size=1g tmpfs /dev/shm && "
+                  f"mount -t tmpfs -o size=1g tmpfs {self.ray_temp} && exec sleep infinity")
+        holder = subprocess.Popen(["ip", "netns", "exec", node.ns, "unshare", "--uts", "--mount",
+                                   "sh", "-c", script], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+        node.holder = holder.pid
+        for _ in range(50):  # wait until the holder's namespace has its hostname
+            out = sh("nsenter", "-t", str(node.holder), "--uts", "hostname", check=False)
+            if out.stdout.strip() == node.hostname:
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"{node.hostname}: namespace holder did not start")
+        return node
+
+    def enter(self, node: Node) -> List[str]:
+        return ["nsenter", "-t", str(node.holder), "--net", "--uts", "--mount", "--"]
+
+    # ------------------------------------------------------------------ Ray
+    def node_env(self, node: Node, extra: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, str]:
+        venv_bin = str(Path(sys.executable).parent)
+        env = {"PATH": f"{STUBS}:{venv_bin}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(self.root),
+               "NVIDIA_SMI_STUB": str(self.root / f"n{node.index}" / "gpus.csv"),
+               "NCCL_IB_DISABLE": "1", "LANG": "C.UTF-8", **RAY_FAST_HEALTH, **self.env}
+        for key, value in (extra or {}).items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
+        return env
+
+    def start_ray(self, node: Node, gpus: int, extra_env: Optional[Dict[str, Optional[str]]] = None) -> None:
+        head = self.nodes[0]
+        role = (["--head", f"--port={GCS_PORT}", "--include-dashboard=false",
+                 f"--temp-dir={self.ray_temp}"] if node is head
+                else [f"--address={head.ip}:{GCS_PORT}"])
+        log = open(self.root / f"n{node.index}" / "ray-start.log", "ab")
+        process = subprocess.Popen(
+            self.enter(node) + ["ray", "start", "--block", *role, f"--node-ip-address={node.ip}",
+                                f"--num-gpus={gpus}", "--num-cpus=1", "--disable-usage-stats"],
+            env=self.node_env(node, extra_env), stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        node.ray_pid = process.pid
+        self.save()
+
+    def stop_ray(self, node: Node, grace: float = 2.0) -> None:
+        """TERM the node's Ray process group, KILL it after the grace, and anything left."""
+        if node.ray_pid:
+            _kill_group(node.ray_pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and _group_alive(node.ray_pid):
+                time.sleep(0.1)
+            _kill_group(node.ray_pid, signal.SIGKILL)
+            node.ray_pid = 0
+        for pid in self.ns_pids(node):  # daemons Ray started outside the group
+            if pid != node.holder:
+                _kill(pid, signal.SIGKILL)
+        self.save()
+
+    def ns_pids(self, node: Node) -> List[int]:
+        out = sh("ip", "netns", "pids", node.ns, check=False)
+        return [int(p) for p in out.stdout.split()]
+
+    def wait_nodes(self, count: int, timeout: float = 120.0) -> None:
+        code = ("import ray, sys; ray.init(address='auto', logging_level='ERROR', log_to_driver=False); "
+                "print(sum(1 for n in ray.nodes() if n['Alive']))")
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            dead = [n.hostname for n in self.nodes if n.ray_pid and not _group_alive(n.ray_pid)]
+            if dead:
+                raise RuntimeError(f"ray start exited on {dead}: see {self.root}/n*/ray-start.log")
+            out = self.driver([sys.executable, "-c", code], check=False, timeout=60)
+            last = (out.stdout + out.stderr).strip()
+            if out.returncode == 0 and out.stdout.strip() == str(count):
+                return
+            time.sleep(1)
+        raise RuntimeError(f"cluster did not reach {count} live nodes: {last[-500:]}")
+
+    def driver(self, command: List[str], env: Optional[Dict[str, str]] = None, check: bool = True,
+               timeout: Optional[float] = None) -> subprocess.CompletedProcess:
+        """Run a command on the head host, with RAY_ADDRESS set as a managed platform does."""
+        head = self.nodes[0]
+        full_env = {**self.node_env(head), "RAY_ADDRESS": f"{head.ip}:{GCS_PORT}", **(env or {})}
+        return subprocess.run(self.enter(head) + command, env=full_env, capture_output=True,
+                              text=True, check=check, timeout=timeout, stdin=subprocess.DEVNULL)
+
+    # ------------------------------------------------------------------ whole cluster
+    def up(self, nodes: int, gpus_per_node: int = 2, env: Optional[Dict[str, str]] = None,
+           prepare=None) -> "Cluster":
+        """Bring the cluster up; ``prepare(storage)`` fills the shared storage before Ray starts."""
+        self.env = dict(env or {})
+        self.create_switch()
+        try:
+            if prepare:
+                prepare(self.storage)
+            for index in range(nodes):
+                node = self.add_host(index)
+                self.nodes.append(node)
+                gpus_csv(self.root / f"n{index}" / "gpus.csv", gpus_per_node)
+                self.save()
+            self.start_ray(self.nodes[0], gpus_per_node)
+            self.wait_nodes(1)
+            for node in self.nodes[1:]:
+                self.start_ray(node, gpus_per_node)
+            self.wait_nodes(nodes)
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def down(self) -> None:
+        for node in reversed(self.nodes):
+            self.stop_ray(node, grace=1.0)
+            _kill(node.holder, signal.SIGKILL)
+            sh("ip", "netns", "del", node.ns, check=False)
+        sh("ip", "netns", "del", self.switch, check=False)
+        shutil.rmtree(self.ray_temp, ignore_errors=True)
+        if os.path.ismount(self.storage):
+            sh("umount", "-l", str(self.storage), check=False)
+        self.nodes = []
+        if self.root.is_dir():
+            self.save()
+
+    def restart_node(self, index: int, gpus: int, extra_env: Optional[Dict[str, Optional[str]]] = None) -> None:
+        """Replace a node's Ray (a new node id); the cluster then has the same count alive."""
+        node = self.nodes[index]
+        self.stop_ray(node)
+        alive = len(self.nodes) - 1
+        self.wait_nodes(alive) if index else None
+        self.start_ray(node, gpus, extra_env)
+        self.wait_nodes(len(self.nodes))
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def missing_prerequisites() -> Optional[str]:
+    """Why this machine cannot host the cluster, or None."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces and mounts)"
+    for tool in ("ip", "unshare", "nsenter"):
+        if not shutil.which(tool):
+            return f"needs {tool} (iproute2, util-linux)"
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return "needs ray in this Python (make test installs it in .venv)"
+    probe = f"twgprobe{os.getpid()}"
+    if sh("ip", "netns", "add", probe, check=False).returncode:
+        return "cannot create network namespaces here"
+    sh("ip", "netns", "del", probe, check=False)
+    return None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("up")
+    p.add_argument("dir", type=Path)
+    p.add_argument("--nodes", type=int, default=2)
+    p.add_argument("--gpus-per-node", type=int, default=2)
+    p = sub.add_parser("down")
+    p.add_argument("dir", type=Path)
+    p = sub.add_parser("driver")
+    p.add_argument("dir", type=Path)
+    p.add_argument("cmd", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    reason = missing_prerequisites()
+    if reason and args.command != "down":
+        print(f"netcluster: {reason}", file=sys.stderr)
+        return 2
+    cluster = Cluster(args.dir)
+    if args.command == "up":
+        cluster.up(args.nodes, args.gpus_per_node)
+        print(f"netcluster: {args.nodes} nodes up; storage {cluster.storage}")
+    elif args.command == "down":
+        cluster.down()
+    else:
+        cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+        out = cluster.driver(cmd, check=False)
+        sys.stdout.write(out.stdout)
+        sys.stderr.write(out.stderr)
+        return out.returncode
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,31 @@
+"""What the stand-in verl.trainer.main_ppo does in artifacts mode: print a real-format training
+log for the cluster preflight found, and write TensorBoard, rollouts and checkpoint files
+where the overrides point (tests only)."""
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import synthrun  # noqa: E402
+from twgrpo.profile import load_profile  # noqa: E402
+
+
+def main(argv) -> int:
+    overrides = dict(a.split("=", 1) for a in argv if "=" in a)
+    run_dir = Path(overrides["trainer.default_local_dir"]).parent
+    record = json.loads((run_dir / "run.json").read_text())
+    profile = load_profile(record["profile"]["path"])
+    workers = json.loads((run_dir / "preflight.json").read_text())["workers"]
+    hosts = [{"hostname": w["hostname"], "ip": w["node_ip"], "node_id": w["node_id"]} for w in workers]
+    scratch = run_dir / ".standin"
+    synthrun.write_run(scratch, profile, record["run_id"], record["storage_root"], hosts, with_log=False)
+    for name in ("tensorboard", "rollouts", "checkpoints"):
+        os.replace(scratch / name, run_dir / name)
+    for line in synthrun.training_log(hosts, [profile.GPUS_PER_NODE] * profile.NODES,
+                                      profile.TARGET_STEPS, str(run_dir)):
+        print(line)
+    for leftover in scratch.iterdir():
+        leftover.unlink()
+    scratch.rmdir()
+    return 0

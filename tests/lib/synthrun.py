@@ -1,0 +1,157 @@
+"""Synthesize a finished run folder in the formats a real verl 0.6.0 run writes (tests only).
+
+Line formats follow a real run's training.log (Ray prefixes with ANSI colour, NCCL 2.28 INFO
+lines, torch 2.11 Gloo lines); W ranks over N hosts. Options plant faults in the log; other
+faults are injected into the files afterwards by the tests.
+"""
+import json
+import math
+import random
+import shlex
+import sys
+import zipfile
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "tools" / "verl" / "two-worker-grpo"))
+sys.path.insert(0, str(HERE))
+from tbwrite import write_events  # noqa: E402
+from twgrpo import command  # noqa: E402
+
+CYAN, RESET = "\x1b[36m", "\x1b[0m"
+TAGS = ["training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr", "critic/score/mean",
+        "critic/score/max", "critic/score/min", "response_length/mean", "actor/entropy", "timing_s/gen"]
+NOISE = (  # NCCL 2.28 INFO lines as a real run prints them, many per rank
+    "Channel {c:02d}/64 : {r}",
+    "Trees [0] -1/-1/-1->{r}->-1 [1] -1/-1/-1->{r}->-1 [2] -1/-1/-1->{r}->-1",
+    "P2P Chunksize set to 524288",
+    "Bootstrap: Using eth0:{ip}<0>",
+    "64 coll channels, 64 collnet channels, 0 nvls channels, 64 p2p channels, 64 p2p channels per peer",
+    "CC Off, workFifoBytes 1048576",
+)
+
+
+def prefix(actor: str, pid: int, ip: Optional[str]) -> str:
+    return f"{CYAN}({actor} pid={pid}{', ip=' + ip if ip else ''}){RESET} "
+
+
+def training_log(hosts: Sequence[Dict[str, str]], per_node: Sequence[int], steps: int,
+                 run_dir: str, *, gloo: str = "new", ib_value: str = "1", network: str = "Socket",
+                 drop_complete: Optional[int] = None, duplicate_rank: Optional[int] = None,
+                 nccl_warn: bool = False, noise: int = 20, complete_extra: str = "",
+                 nan_loss: bool = False, seed: int = 0) -> List[str]:
+    """The lines of training.log; per_node[i] ranks on hosts[i] (hosts[0] runs the driver)."""
+    rng = random.Random(seed)
+    world = sum(per_node)
+    task = 3773
+    lines = [prefix("TaskRunner", task, None) + "[validate_config] All configuration checks passed successfully!",
+             prefix("TaskRunner", task, None) + f"Total training steps: {steps}"]
+    ranks = []
+    for node, count in enumerate(per_node):
+        for local in range(count):
+            ranks.append((node, local, 4000 + 100 * node + local))
+    comm_id = "0x%016x" % rng.getrandbits(64)
+    init_lines, gloo_lines = [], []
+    for rank, (node, local, pid) in enumerate(ranks):
+        host = hosts[node]
+        ip = host["ip"] if node else None  # Ray adds ip= only for actors on another node
+        head = prefix("WorkerDict", pid, ip) + f"{host['hostname']}:{pid}:{pid + 7} [{local}] NCCL INFO "
+        bus = "%x0" % (6 + 4 * local)
+        comm = "0x%x" % (0x55d0000000 + rank)
+        init_lines += [
+            head + f"NCCL_IB_DISABLE set by environment to {ib_value}.",
+            head + f"NET/Socket : Using [0]eth0:{host['ip']}<0>",
+            head + f"Using network {network}",
+            head + f"ncclCommInitRankConfig comm {comm} rank {rank} nranks {world} cudaDev {local} "
+                   f"nvmlDev {local} busId {bus} commId {comm_id} - Init START",
+        ]
+        init_lines += [head + NOISE[i % len(NOISE)].format(c=i % 64, r=rank, ip=host["ip"])
+                       for i in range(noise)]
+        if rank != drop_complete:
+            init_lines.append(head + f"ncclCommInitRankConfig comm {comm} rank {rank} nranks {world} "
+                              f"cudaDev {local} nvmlDev {local} busId {bus} commId {comm_id}"
+                              f"{complete_extra} - Init COMPLETE")
+        if gloo == "new":
+            gloo_lines.append(prefix("WorkerDict", pid, ip) + "[/pytorch/third_party/gloo/gloo/transport/"
+                              f"tcp/context.cc:243] INFO Rank {rank} is connected to {world - 1}. "
+                              f"Expected number of connected peers is: {world - 1}")
+        elif gloo == "old":
+            gloo_lines.append(prefix("WorkerDict", pid, ip) + f"[Gloo] Rank {rank} is connected to "
+                              f"{world - 1} peer ranks. Expected number of connected peer ranks is : {world - 1}")
+    if duplicate_rank is not None:  # a second process claims the rank in the same communicator
+        node, local, pid = ranks[duplicate_rank]
+        host = hosts[node]
+        head = prefix("WorkerDict", pid + 50, host["ip"] if node else None) + \
+            f"{host['hostname']}:{pid + 50}:{pid + 57} [{local}] NCCL INFO "
+        init_lines.append(head + f"ncclCommInitRankConfig comm 0x1 rank {duplicate_rank} nranks "
+                          f"{world} cudaDev {local} nvmlDev {local} busId 7000 commId {comm_id} - Init START")
+    rng.shuffle(init_lines)  # ranks interleave in a real log; each rank's own order is not needed
+    lines += gloo_lines + init_lines
+    if nccl_warn:
+        node, local, pid = ranks[-1]
+        lines.append(prefix("WorkerDict", pid, hosts[node]["ip"] if node else None)
+                     + f"{hosts[node]['hostname']}:{pid}:{pid + 7} [{local}] NCCL WARN NET/Socket : "
+                     "peer 10.0.0.9<41235> message truncated")
+    for step in range(1, steps + 1):
+        loss = "nan" if nan_loss else f"{0.01 * step:.4f}"
+        lines.append(prefix("TaskRunner", task, None) + f"step:{step} - actor/pg_loss:{loss} - "
+                     f"actor/grad_norm:0.0 - training/global_step:{step} - critic/score/mean:0.0")
+    lines.append(prefix("TaskRunner", task, None)
+                 + f"local_global_step_folder: {run_dir}/checkpoints/global_step_{steps}")
+    return lines
+
+
+def torch_zip(path: Path, payload: bytes = b"\x80\x02}q\x00.") -> None:
+    """A file laid out like torch.save's zip archive (stored members, data.pkl first)."""
+    stem = path.stem
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr(f"{stem}/data.pkl", payload)
+        archive.writestr(f"{stem}/byteorder", b"little")
+        archive.writestr(f"{stem}/data/0", bytes(range(256)) * 16)
+        archive.writestr(f"{stem}/version", b"3\n")
+
+
+def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Sequence[Dict[str, str]],
+              per_node: Optional[Sequence[int]] = None, with_log: bool = True, **log_options) -> Path:
+    """A complete run folder that postflight passes, unless log_options plant a fault."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    per_node = list(per_node or [profile.GPUS_PER_NODE] * profile.NODES)
+    world, steps = sum(per_node), profile.TARGET_STEPS
+    lines = training_log(hosts, per_node, steps, str(run_dir), **log_options)
+    if with_log:
+        (run_dir / "training.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = command.training_command(profile, Path(storage_root), run_id)
+    (run_dir / "resolved-command.txt").write_text(" ".join(shlex.quote(a) for a in argv) + " \n")
+    (run_dir / "preflight.json").write_text(json.dumps({
+        "phase": "preflight", "status": "passed", "run_id": run_id,
+        "workers": [{"ordinal": i, "hostname": h["hostname"], "node_ip": h["ip"],
+                     "node_id": h.get("node_id", f"{i:02x}" * 28), "is_head": i == 0,
+                     "gpu_names": [profile.GPU_MODEL] * profile.GPUS_PER_NODE,
+                     "gpu_count": profile.GPUS_PER_NODE, "driver": ["535.104.05"]}
+                    for i, h in enumerate(hosts)]}, indent=2))
+    tb = run_dir / "tensorboard"
+    tb.mkdir(exist_ok=True)
+    nan = log_options.get("nan_loss", False)
+    write_events(tb / "events.out.tfevents.1764676800.host0.3773.0",
+                 [(s, {t: (math.nan if nan and t == "actor/pg_loss" else
+                           float(s) if t == "training/global_step" else 0.01 * s)
+                       for t in TAGS}) for s in range(1, steps + 1)])
+    rollouts = run_dir / "rollouts"
+    rollouts.mkdir(exist_ok=True)
+    for step in range(1, steps + 1):
+        rows = [{"input": f"<|im_start|>user\nproblem {i}<|im_end|>\n", "output": f"answer {i}",
+                 "gts": str(i), "score": 0.0, "step": step}
+                for i in range(profile.TRAIN_BATCH_SIZE * profile.ROLLOUT_N)]
+        (rollouts / f"{step}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ckpt = run_dir / "checkpoints"
+    actor = ckpt / f"global_step_{steps}" / "actor"
+    (actor / "huggingface").mkdir(parents=True, exist_ok=True)
+    for kind in ("model", "optim", "extra_state"):
+        for rank in range(world):
+            torch_zip(actor / f"{kind}_world_size_{world}_rank_{rank}.pt")
+    (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": world}, indent=4))
+    (actor / "huggingface" / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    torch_zip(ckpt / f"global_step_{steps}" / "data.pt")
+    (ckpt / "latest_checkpointed_iteration.txt").write_text(str(steps))
+    return run_dir

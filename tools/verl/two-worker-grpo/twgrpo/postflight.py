@@ -1,0 +1,308 @@
+"""The postflight phase: judge a finished run from the files in its run folder alone.
+
+Runs anywhere with python3 (no ray, torch or tensorboard). Writes actor-placement.json and
+verification.json atomically every time, and SUCCESS only when every check passed. It never
+deletes anything, so it can be run again from the prep box (`make postflight RUN_ID=...`).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import shlex
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from . import checkpoint, placement, tfevents, trainlog
+from .findings import (Finding, Skip, UsageError, finding, mismatch, phase_record,
+                       print_findings, run_checks, utc_now, verdict)
+from .profile import Profile
+from .records import read_json, write_json, write_new_text
+
+REQUIRED_SCALARS = ("training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr",
+                    "critic/score/mean")
+SHARD_KINDS = ("model", "optim", "extra_state")
+
+
+@dataclasses.dataclass
+class PostflightContext:
+    profile: Profile
+    run_dir: Path
+    run_id: str
+    training_log: Path
+    world_size: int
+    evidence: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    placement_record: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    _scan: Optional[trainlog.LogScan] = None
+    _preflight: Optional[Dict[str, Any]] = None
+
+    @property
+    def steps(self) -> int:
+        return self.profile.TARGET_STEPS
+
+    def scan(self) -> trainlog.LogScan:
+        if self._scan is None:
+            if not self.training_log.is_file():
+                raise Skip("no training log")
+            self._scan = trainlog.scan_log(str(self.training_log))
+        return self._scan
+
+    def preflight(self) -> Dict[str, Any]:
+        if self._preflight is None:
+            self._preflight = read_json(self.run_dir / "preflight.json")
+        return self._preflight
+
+
+def check_training_log(ctx: PostflightContext) -> List[Finding]:
+    if not ctx.training_log.is_file():
+        return [finding("POST-E001", str(ctx.training_log), "the training log is missing")]
+    scan = ctx.scan()
+    ctx.evidence["training_log"] = {"path": str(ctx.training_log), "lines": scan.lines,
+                                    "bytes": ctx.training_log.stat().st_size}
+    return []
+
+
+def check_fatal_markers(ctx: PostflightContext) -> List[Finding]:
+    scan = ctx.scan()
+    ctx.evidence["fatal_markers"] = scan.fatal_count
+    return [finding("POST-E002", f"training.log:{line}", f"{name}: {text}")
+            for line, name, text in scan.fatal] + (
+        [finding("POST-E002", "training.log", f"{scan.fatal_count - len(scan.fatal)} more fatal "
+                 "lines not shown")] if scan.fatal_count > len(scan.fatal) else [])
+
+
+def check_completion_markers(ctx: PostflightContext) -> List[Finding]:
+    scan = ctx.scan()
+    found = []
+    if scan.validated_line is None:
+        found.append(finding("POST-E003", "training.log", f"no '{trainlog.VALIDATED}' line"))
+    if scan.total_steps != {ctx.steps}:
+        found.append(mismatch("POST-E004", "training.log", "'Total training steps:' values",
+                              [ctx.steps], sorted(scan.total_steps) or "none"))
+    if ctx.steps not in scan.global_steps:
+        found.append(finding("POST-E005", "training.log", f"no global_step_{ctx.steps} (seen: "
+                             f"{sorted(scan.global_steps)[-5:] or 'none'})"))
+    ctx.evidence["completion"] = {"validated_line": scan.validated_line,
+                                  "total_steps": sorted(scan.total_steps),
+                                  "metric_steps": sorted(scan.metric_steps)[-10:]}
+    return found
+
+
+def expected_overrides(profile: Profile, run_id: str) -> Dict[str, str]:
+    """key -> value (or, for paths that depend on the mount, '*/<suffix>')."""
+    p = profile
+    return {
+        "trainer.nnodes": str(p.NODES), "trainer.n_gpus_per_node": str(p.GPUS_PER_NODE),
+        "trainer.total_training_steps": str(p.TARGET_STEPS), "data.train_batch_size": str(p.TRAIN_BATCH_SIZE),
+        "actor_rollout_ref.rollout.n": str(p.ROLLOUT_N),
+        "actor_rollout_ref.rollout.name": p.ROLLOUT_ENGINE,
+        "actor_rollout_ref.actor.strategy": "fsdp2",
+        "+ray_kwargs.ray_init.address": "auto",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR": f"*/{run_id}/tensorboard'",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_IB_DISABLE": "'1'",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_DEBUG": "'INFO'",
+        "trainer.default_local_dir": f"*/{run_id}/checkpoints",
+        "trainer.rollout_data_dir": f"*/{run_id}/rollouts",
+    }
+
+
+def check_resolved_command(ctx: PostflightContext) -> List[Finding]:
+    path = ctx.run_dir / "resolved-command.txt"
+    try:
+        argv = shlex.split(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        return [finding("POST-E006", str(path), f"cannot read: {exc.strerror}")]
+    except ValueError as exc:
+        return [finding("POST-E006", str(path), f"not a shell-quoted command: {exc}")]
+    given = dict(arg.split("=", 1) for arg in argv if "=" in arg)
+    found = []
+    if argv[:3] != ["python3", "-m", "verl.trainer.main_ppo"]:
+        found.append(mismatch("POST-E006", str(path), "command", "python3 -m verl.trainer.main_ppo",
+                              " ".join(argv[:3])))
+    for key, want in expected_overrides(ctx.profile, ctx.run_id).items():
+        have = given.get(key)
+        ok = have is not None and (have.endswith(want[1:]) if want.startswith("*/") else have == want)
+        if not ok:
+            found.append(mismatch("POST-E006", str(path), key, want, have or "absent"))
+    ctx.evidence["resolved_command_overrides"] = len(argv) - 3
+    return found
+
+
+def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
+    try:
+        preflight = ctx.preflight()
+    except (OSError, ValueError) as exc:
+        return [finding("POST-E007", str(ctx.run_dir / "preflight.json"),
+                        f"cannot read preflight.json ({exc}); ranks cannot be mapped to nodes")]
+    found = []
+    if preflight.get("status") != "passed":
+        found.append(finding("POST-E007", "preflight.json", f"preflight status is "
+                             f"{preflight.get('status')!r}, not 'passed'"))
+    problems, record = placement.place_ranks(ctx.scan(), preflight, ctx.world_size,
+                                             ctx.profile.NODES, ctx.profile.GPUS_PER_NODE)
+    found += problems
+    ctx.placement_record = record
+    return found
+
+
+def check_tensorboard(ctx: PostflightContext) -> List[Finding]:
+    folder = ctx.run_dir / "tensorboard"
+    scalars = tfevents.load_scalars(folder)
+    found = []
+    if not scalars.files:
+        return [finding("POST-E014", str(folder), "no events.out.tfevents.* file")]
+    for problem in scalars.problems:
+        fid = "POST-W001" if problem.kind == "truncated" else "POST-E015"
+        found.append(finding(fid, f"{problem.path} record {problem.record}", problem.message,
+                             offset=problem.offset))
+    metrics = {}
+    for tag in REQUIRED_SCALARS:
+        last = scalars.last_step(tag)
+        if last is None:
+            found.append(finding("POST-E016", tag, f"scalar missing from {len(scalars.files)} event files"))
+            continue
+        value = scalars.at(tag, ctx.steps)
+        metrics[tag] = {"step": ctx.steps, "value": value, "last_step": last}
+        if last < ctx.steps or not tfevents.is_finite(value):
+            found.append(finding("POST-E017", tag, f"at step {ctx.steps}: {value!r} (last step "
+                                 f"{last}); expected a finite value"))
+    ctx.evidence["tensorboard"] = {"event_files": [str(p) for p in scalars.files],
+                                   "tags": len(scalars.values), "metrics": metrics}
+    return found
+
+
+def _rollout_row_problem(row: Any, step: int) -> Optional[str]:
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    if not isinstance(row.get("input"), str) or not row["input"]:
+        return "input is missing or empty"
+    if not isinstance(row.get("output"), str):
+        return "output is missing"
+    score = row.get("score")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        return f"score {score!r} is not a finite number"
+    if row.get("step") != step:
+        return f"step {row.get('step')!r}, expected {step}"
+    return None
+
+
+def check_rollouts(ctx: PostflightContext) -> List[Finding]:
+    expected = ctx.profile.TRAIN_BATCH_SIZE * ctx.profile.ROLLOUT_N
+    found, summary = [], {}
+    for step in range(1, ctx.steps + 1):
+        path = ctx.run_dir / "rollouts" / f"{step}.jsonl"
+        try:
+            lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        except OSError as exc:
+            found.append(finding("POST-E018", str(path), f"cannot read: {exc.strerror}"))
+            continue
+        if len(lines) != expected:
+            found.append(mismatch("POST-E019", str(path), "rows (train_batch_size x rollout.n)",
+                                  expected, len(lines)))
+        bad, scores = [], []
+        for number, line in enumerate(lines, 1):
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                bad.append(f"row {number}: not JSON ({exc})")
+                continue
+            problem = _rollout_row_problem(row, step)
+            if problem:
+                bad.append(f"row {number}: {problem}")
+            else:
+                scores.append(float(row["score"]))
+        if bad:
+            found.append(finding("POST-E020", str(path), f"{len(bad)} bad rows: " + "; ".join(bad[:3])))
+        summary[str(step)] = {"rows": len(lines), "score_min": min(scores, default=None),
+                              "score_max": max(scores, default=None)}
+    ctx.evidence["rollouts"] = summary
+    return found
+
+
+def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
+    world, steps = ctx.world_size, ctx.steps
+    root = ctx.run_dir / "checkpoints"
+    step_dir = root / f"global_step_{steps}"
+    actor = step_dir / "actor"
+    found, files = [], {}
+    for kind in SHARD_KINDS:
+        for rank in range(world):
+            path = actor / f"{kind}_world_size_{world}_rank_{rank}.pt"
+            problem = checkpoint.shard_problem(path)
+            if problem == "missing":
+                found.append(finding("POST-E021", str(path), f"no {kind} shard for rank {rank}"))
+            elif problem:
+                found.append(finding("POST-E022", str(path), problem))
+            else:
+                files[str(path.relative_to(ctx.run_dir))] = path.stat().st_size
+    config_path = actor / "fsdp_config.json"
+    try:
+        config = read_json(config_path)
+    except (OSError, ValueError) as exc:
+        config = f"unreadable ({exc})"
+    want = {"FSDP_version": 2, "world_size": world}
+    if config != want:
+        found.append(mismatch("POST-E023", str(config_path), "fsdp_config.json", want, config))
+    problem = checkpoint.shard_problem(step_dir / "data.pt")
+    if problem:
+        found.append(finding("POST-E024", str(step_dir / "data.pt"), f"dataloader state: {problem}"))
+    hf_config = actor / "huggingface" / "config.json"
+    try:
+        read_json(hf_config)
+    except (OSError, ValueError) as exc:
+        found.append(finding("POST-E024", str(hf_config), f"Hugging Face config unreadable ({exc})"))
+    tracker = root / "latest_checkpointed_iteration.txt"
+    try:
+        latest = tracker.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        latest = f"unreadable ({exc.strerror})"
+    if latest != str(steps):
+        found.append(mismatch("POST-E025", str(tracker), "latest checkpointed iteration", steps, latest))
+    ctx.evidence["checkpoint"] = {"path": str(step_dir), "fsdp_config": config, "shards": files}
+    return found
+
+
+CHECKS = [
+    ("training-log", check_training_log),
+    ("fatal-markers", check_fatal_markers),
+    ("completion-markers", check_completion_markers),
+    ("resolved-command", check_resolved_command),
+    ("rank-placement", check_rank_placement),
+    ("tensorboard-scalars", check_tensorboard),
+    ("rollouts", check_rollouts),
+    ("checkpoint", check_checkpoint),
+]
+
+
+def main(args: argparse.Namespace, profile: Profile) -> int:
+    from .cli import run_folder
+    run_dir, run_id = run_folder(args)
+    if not run_dir.is_dir():
+        raise UsageError(f"run folder {run_dir} does not exist (check RUN_ID and the storage root)")
+    world = args.world_size or profile.world_size
+    ctx = PostflightContext(profile, run_dir, run_id, args.training_log or run_dir / "training.log", world)
+    print(f"postflight: run {run_id}, profile {profile.PROFILE_NAME}: {profile.NODES} nodes x "
+          f"{profile.GPUS_PER_NODE} GPUs, {profile.TARGET_STEPS} steps", flush=True)
+    results = run_checks("postflight", CHECKS, ctx)
+    print_findings(results)
+    code = verdict("postflight", results)
+    placement_findings = next(r for r in results if r.name == "rank-placement")
+    write_json(run_dir / "actor-placement.json", {
+        **ctx.placement_record, "status": "passed" if placement_findings.passed else "failed",
+        "phase": "distributed_rank_placement", "source": "training_log", "run_id": run_id,
+        "checked_at": utc_now(), "findings": [f.to_json() for f in placement_findings.findings]})
+    write_json(run_dir / "verification.json", phase_record(
+        "postflight", results, run_id=run_id, profile=profile.to_json(), world_size=world,
+        target_steps=profile.TARGET_STEPS, evidence=ctx.evidence))
+    success = run_dir / "SUCCESS"
+    if code == 0:
+        if success.exists():
+            print(f"postflight: {success} already exists; kept as it is")
+        else:
+            write_new_text(success, utc_now() + "\n")
+            print(f"postflight: wrote {success}")
+    elif success.exists():
+        print(f"postflight: {success} from an earlier verdict stays (nothing is deleted); this "
+              f"verdict is in {run_dir / 'verification.json'}")
+    return code

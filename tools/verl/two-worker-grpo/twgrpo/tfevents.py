@@ -1,0 +1,202 @@
+"""TensorBoard event files without tensorboard: TFRecord framing, CRC-32C, Event protobufs.
+
+A record is: uint64 length, uint32 masked CRC-32C of the length bytes, the data, uint32
+masked CRC-32C of the data. CRC-32C is the Castagnoli polynomial, not zlib's crc32.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import struct
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+_POLY = 0x82F63B78  # Castagnoli, reflected
+_TABLE = []
+for _byte in range(256):
+    _crc = _byte
+    for _ in range(8):
+        _crc = (_crc >> 1) ^ _POLY if _crc & 1 else _crc >> 1
+    _TABLE.append(_crc)
+
+
+def crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    table = _TABLE
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc(data: bytes) -> int:
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+@dataclasses.dataclass
+class Problem:
+    kind: str  # "truncated" (end of a file cut short) or "crc" (damaged record)
+    path: str
+    record: int
+    offset: int
+    message: str
+
+
+def read_records(path: Path, problems: List[Problem]) -> Iterator[bytes]:
+    """Yield each record's data; a damaged record is skipped, a cut-off tail ends the file."""
+    with open(path, "rb") as stream:
+        index = 0
+        while True:
+            offset = stream.tell()
+            header = stream.read(12)
+            if not header:
+                return
+            if len(header) < 12:
+                problems.append(Problem("truncated", str(path), index, offset,
+                                        f"{len(header)} bytes of a record header, then end of file"))
+                return
+            length, length_crc = struct.unpack("<QI", header)
+            if masked_crc(header[:8]) != length_crc:
+                problems.append(Problem("crc", str(path), index, offset,
+                                        "the length's CRC does not match; the rest is unreadable"))
+                return
+            data = stream.read(length)
+            footer = stream.read(4)
+            if len(data) < length or len(footer) < 4:
+                problems.append(Problem("truncated", str(path), index, offset,
+                                        f"record of {length} bytes cut off by end of file"))
+                return
+            if masked_crc(data) != struct.unpack("<I", footer)[0]:
+                problems.append(Problem("crc", str(path), index, offset,
+                                        "the data's CRC does not match; record skipped"))
+            else:
+                yield data
+            index += 1
+
+
+def _fields(buf: bytes) -> Iterator[Tuple[int, int, object]]:
+    """Protobuf wire format: (field number, wire type, raw value)."""
+    pos, end = 0, len(buf)
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+        elif wire == 1:
+            value, pos = buf[pos:pos + 8], pos + 8
+        elif wire == 2:
+            size, pos = _varint(buf, pos)
+            value, pos = buf[pos:pos + size], pos + size
+        elif wire == 5:
+            value, pos = buf[pos:pos + 4], pos + 4
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        if pos > end:
+            raise ValueError("protobuf field runs past the end of its message")
+        yield number, wire, value
+
+
+def _varint(buf: bytes, pos: int) -> Tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ValueError("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+
+
+DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF = 1, 2, 3, 9, 19
+
+
+def _tensor_scalar(buf: bytes) -> Optional[float]:
+    """A scalar from a TensorProto (new-style summaries): float_val, double_val or content."""
+    dtype, content, values = None, None, []
+    for number, wire, value in _fields(buf):
+        if number == 1:
+            dtype = value
+        elif number == 4:
+            content = value
+        elif number == 5:  # float_val, packed or not
+            values += list(struct.unpack(f"<{len(value) // 4}f", value))
+        elif number == 6:  # double_val
+            values += list(struct.unpack(f"<{len(value) // 8}d", value))
+        elif number in (7, 10) and wire == 0:
+            values.append(float(value))
+        elif number == 13 and wire == 0:  # half_val, bits in an int
+            values.append(struct.unpack("<e", struct.pack("<H", value))[0])
+    if values:
+        return float(values[0])
+    if content:
+        fmt = {DT_FLOAT: "<f", DT_DOUBLE: "<d", DT_INT32: "<i", DT_INT64: "<q", DT_HALF: "<e"}
+        if dtype in fmt and len(content) >= struct.calcsize(fmt[dtype]):
+            return float(struct.unpack_from(fmt[dtype], content)[0])
+    return None
+
+
+def scalars_of_event(data: bytes) -> Tuple[int, float, List[Tuple[str, float]]]:
+    """(step, wall time, [(tag, value)]) of one Event record."""
+    step, wall, found = 0, 0.0, []
+    for number, _, value in _fields(data):
+        if number == 1:
+            wall = struct.unpack("<d", value)[0]
+        elif number == 2:
+            step = value if value < 1 << 63 else value - (1 << 64)
+        elif number == 5:
+            for n, _, item in _fields(value):
+                if n != 1:
+                    continue
+                tag, scalar = None, None
+                for vn, _, vv in _fields(item):
+                    if vn == 1:
+                        tag = vv.decode("utf-8", "replace")
+                    elif vn == 2:
+                        scalar = struct.unpack("<f", vv)[0]
+                    elif vn == 8:
+                        scalar = _tensor_scalar(vv)
+                if tag is not None and scalar is not None:
+                    found.append((tag, scalar))
+    return step, wall, found
+
+
+def _file_order(path: Path) -> Tuple[int, str]:
+    match = re.search(r"tfevents\.(\d+)", path.name)
+    return (int(match.group(1)) if match else 0, str(path))
+
+
+@dataclasses.dataclass
+class Scalars:
+    files: List[Path]
+    values: Dict[str, Dict[int, float]]  # tag -> step -> value; the last write of a step wins
+    problems: List[Problem]
+
+    def at(self, tag: str, step: int) -> Optional[float]:
+        return self.values.get(tag, {}).get(step)
+
+    def last_step(self, tag: str) -> Optional[int]:
+        steps = self.values.get(tag)
+        return max(steps) if steps else None
+
+
+def load_scalars(folder: Path) -> Scalars:
+    files = sorted(folder.rglob("events.out.tfevents.*"), key=_file_order)
+    values: Dict[str, Dict[int, float]] = {}
+    problems: List[Problem] = []
+    for path in files:
+        for index, record in enumerate(read_records(path, problems)):
+            try:
+                step, _, found = scalars_of_event(record)
+            except (ValueError, struct.error) as exc:
+                problems.append(Problem("crc", str(path), index, -1, f"record does not decode: {exc}"))
+                continue
+            for tag, value in found:
+                values.setdefault(tag, {})[step] = value
+    return Scalars(files, values, problems)
+
+
+def is_finite(value: Optional[float]) -> bool:
+    return value is not None and math.isfinite(value)
