@@ -12,9 +12,12 @@ PREP_ROOT ?= /mnt/rlinf-reproduction# the shared volume on the prep box
 STORAGE_ROOT ?= /mnt/verl-reproduction# the same volume inside the training job
 PROFILE ?=# a profile in tools/verl/two-worker-grpo/profiles/ (empty: tutorial-2x2-a100)
 RUN_ID ?=# the run to check afterwards, e.g. make postflight RUN_ID=exp-001
-FORCE ?=# FORCE=1 lets install-tools and prepare-inputs replace differing files
+FORCE ?=# FORCE=1 lets install-tools and pin-inputs replace files that differ
+VERL_MIRROR ?=# prepare-inputs: clone verl from this URL or local path (default: the profile's)
+MODEL_SOURCE ?=# prepare-inputs: copy the model from this folder (default: ModelScope)
+GSM8K_SOURCE ?=# prepare-inputs: convert GSM8K from this folder (default: Hugging Face)
 SMOKE_ROOT ?= $(CURDIR)/.smoke# make smoke's self-contained storage root
-PYTHON ?= python3
+PYTHON ?= python3# the Python that runs the tools (3.8 or newer, standard library only)
 
 VERIFY := $(PYTHON) tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py
 BUNDLE := $(PYTHON) hack/bundle.py
@@ -22,38 +25,38 @@ BUNDLE := $(PYTHON) hack/bundle.py
 ##@ General
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[A-Z0-9_]+ \?=/ {n = $$0; sub(/ .*/, "", n); v = $$0; sub(/^[^=]*= ?/, "", v); sub(/#.*/, "", v); c = $$0; sub(/^[^#]*# ?/, "", c); printf "  %-16s %s%s\n", n, c, (v == "" ? "" : " [" v "]")} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 ##@ Prep box: before the job
 .PHONY: prepare-inputs pin-inputs verify-inputs verify-scripts checksums install-tools driver-command runtime-env
-prepare-inputs: ## Fetch the profile's verl, model and GSM8K onto PREP_ROOT (VERL_MIRROR, MODEL_SOURCE, GSM8K_SOURCE for local copies)
-	$(PYTHON) hack/prepare-inputs.py prepare --prep-root=$(PREP_ROOT) --profile=$(PROFILE) $(if $(FORCE),--force)
+prepare-inputs: ## Put the profile's verl, model and GSM8K on PREP_ROOT (from the network or local copies)
+	$(PYTHON) hack/prepare-inputs.py prepare --prep-root="$(PREP_ROOT)" --profile="$(PROFILE)" --verl-mirror="$(VERL_MIRROR)" --model-source="$(MODEL_SOURCE)" --gsm8k-source="$(GSM8K_SOURCE)"
 pin-inputs: ## Write PREP_ROOT's input hashes into profiles/local.env (then make checksums)
-	$(PYTHON) hack/prepare-inputs.py pin --prep-root=$(PREP_ROOT) --profile=$(PROFILE)
+	$(PYTHON) hack/prepare-inputs.py pin --prep-root="$(PREP_ROOT)" --profile="$(PROFILE)" $(if $(FORCE),--force)
 verify-inputs: ## Check verl, model and data on PREP_ROOT against the profile's pins
-	$(VERIFY) inputs --profile=$(PROFILE) --storage-root=$(PREP_ROOT)
+	$(VERIFY) inputs --profile="$(PROFILE)" --storage-root="$(PREP_ROOT)"
 verify-scripts: ## Compile every script (py_compile, bash -n, shellcheck) and check every hash
 	$(BUNDLE) verify-scripts
 checksums: ## Regenerate runtime-env.json, checksums/SHA256SUMS and the launcher's pin
 	$(BUNDLE) checksums
 install-tools: ## Copy the bundle to STORAGE_ROOT/tools/verl/two-worker-grpo/ and verify it there
-	$(BUNDLE) install $(STORAGE_ROOT)/tools/verl/two-worker-grpo $(if $(FORCE),--force)
+	$(BUNDLE) install "$(STORAGE_ROOT)"/tools/verl/two-worker-grpo $(if $(FORCE),--force)
 driver-command: ## Print the Driver command to paste into the job form
-	@$(BUNDLE) driver-command $(STORAGE_ROOT) --profile=$(PROFILE) --run-id=$(RUN_ID)
+	@$(BUNDLE) driver-command "$(STORAGE_ROOT)" --profile="$(PROFILE)" --run-id="$(RUN_ID)"
 runtime-env: ## Print the RuntimeEnv JSON to paste into the job form
-	@$(VERIFY) runtime-env --profile=$(PROFILE) --storage-root=$(STORAGE_ROOT)
+	@$(VERIFY) runtime-env --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)"
 
 ##@ Afterwards: on the prep box
 .PHONY: postflight report
 postflight: ## Re-verify run RUN_ID from its files under PREP_ROOT
-	$(VERIFY) postflight --storage-root=$(PREP_ROOT) --run-id=$(RUN_ID)
+	$(VERIFY) postflight --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)"
 report: ## Show a summary of run RUN_ID under PREP_ROOT
-	@$(VERIFY) report --storage-root=$(PREP_ROOT) --run-id=$(RUN_ID)
+	@$(VERIFY) report --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)"
 
 ##@ Development
 .PHONY: smoke test bench
 smoke: ## The main job for real on this machine's one GPU: inputs, Ray, GRPO, SUCCESS
-	hack/smoke.sh $(SMOKE_ROOT)
+	hack/smoke.sh "$(SMOKE_ROOT)"
 test: ## Install what tests need (venv, bats, shellcheck), run them all
 	tests/run.sh
 bench: ## Run the benchmarks in bench/ and print their ratios

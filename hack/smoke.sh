@@ -21,6 +21,7 @@ readonly PROFILE=smoke-1x1
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 readonly REPO
 readonly VERL_WHEEL_NAME=verl-0.6.0-py3-none-any.whl
+readonly VERL_WHEEL_SHA256=2666528b8ab4494e2ac40c282a99281296c2d9dc9675ceac6bea8d41fb69b321  # PyPI's
 # shellcheck source=hack/lib/ray-head.bash
 source "$REPO/hack/lib/ray-head.bash"
 
@@ -61,6 +62,10 @@ find_wheel() {
     [[ -f "$wheel" ]] || python3 -m pip download -q --no-deps -d "$SMOKE_ROOT/wheels" verl==0.6.0 ||
       die 2 "cannot get $VERL_WHEEL_NAME (no network?) — set SMOKE_VERL_WHEEL=/path/to/$VERL_WHEEL_NAME"
   fi
+  local actual
+  actual=$(sha256sum "$wheel")
+  [[ "${actual%% *}" == "$VERL_WHEEL_SHA256" ]] ||
+    die 2 "$wheel: sha256 expected $VERL_WHEEL_SHA256, actual ${actual%% *} — use PyPI's verl 0.6.0 wheel"
   printf '%s\n' "$wheel"
 }
 

@@ -3,7 +3,7 @@
 # Usage: tests/run.sh [pytest args...]        (make test; .ci/run)
 #
 # Installs, only when missing: Debian packages bats, bats-assert, bats-support, bats-file,
-# shellcheck, iproute2, util-linux, git (needs root and the Debian mirror); the venv .venv from
+# ShellCheck, iproute2, util-linux, git (needs root and the Debian mirror); the venv .venv from
 # tests/requirements.txt (needs PyPI). Tests that need root (network namespaces, mounts) skip,
 # counted, when not root. Ends with "N passed, N failed, N skipped"; exit 1 if any failed.
 set -euo pipefail
@@ -62,9 +62,18 @@ run_shellcheck() {  # one TAP line per file, so it counts like the other suites
   done < <(shell_files)
 }
 
+# The verl 0.6.0 wheel: the smoke inputs' verl checkout is made from it (a test checks its pins).
+fetch_verl_wheel() {
+  [[ -f "$REPO/.cache/wheels/verl-0.6.0-py3-none-any.whl" ]] && return 0
+  "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps \
+    -d "$REPO/.cache/wheels" verl==0.6.0 ||
+    echo "tests: could not download verl 0.6.0's wheel; the test that needs it will skip"
+}
+
 main() {
   install_debian_packages
   install_venv
+  fetch_verl_wheel
   mkdir -p "$RESULTS"
   export PATH="$VENV/bin:$PATH"
   local status=0

@@ -14,15 +14,6 @@ setup() {
   export STORAGE_ROOT=$STORAGE RUN_ID=exp-001
 }
 
-flip_byte() {  # flip one bit of the middle byte of a file
-  python3 - "$1" <<'PY'
-import sys
-path = sys.argv[1]
-data = bytearray(open(path, "rb").read())
-data[len(data) // 2] ^= 0x01
-open(path, "wb").write(bytes(data))
-PY
-}
 
 @test "the installed bundle verifies as installed" {
   run bash "$BUNDLE/run-two-worker-grpo-v1.sh" --verify-bundle

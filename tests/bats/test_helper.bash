@@ -55,3 +55,20 @@ run_dir() { echo "$STORAGE/runs/verl/two-worker-grpo/$1"; }
 tree_state() {
   (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
 }
+
+# A copy of this checkout (tracked and untracked files, not ignored ones), for tests that
+# run make targets which rewrite files (checksums, pin-inputs).
+copy_repo() {  # copy_repo DEST
+  mkdir -p "$1"
+  (cd "$REPO" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$1")
+}
+
+flip_byte() {  # flip one bit of the middle byte of a file
+  python3 - "$1" <<'PY'
+import sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+data[len(data) // 2] ^= 0x01
+open(path, "wb").write(bytes(data))
+PY
+}

@@ -240,8 +240,8 @@ class Cluster:
         """Replace a node's Ray (a new node id); the cluster then has the same count alive."""
         node = self.nodes[index]
         self.stop_ray(node)
-        alive = len(self.nodes) - 1
-        self.wait_nodes(alive) if index else None
+        if index:  # the head's death takes the cluster with it; a worker's is seen by the head
+            self.wait_nodes(len(self.nodes) - 1)
         self.start_ray(node, gpus, extra_env)
         self.wait_nodes(len(self.nodes))
 

@@ -2,7 +2,7 @@
 """Summary: Build a test storage root: generated inputs, a stand-in verl, a pinned test profile,
 and the bundle installed with that profile added and its hash chain renewed.
 
-Usage: tests/lib/fixture.py ROOT [--nodes N] [--gpus-per-node G] [--gpu-model NAME]
+Usage: tests/lib/fixture.py ROOT [--nodes N] [--gpus-per-node G] [--gpu-model NAME] [--set K=V]
 Prints KEY=value lines: PROFILE, LAUNCHER_SHA256, BUNDLE_DIR.
 """
 import argparse
@@ -33,6 +33,8 @@ def main() -> int:
     parser.add_argument("--gpus-per-node", default="2")
     parser.add_argument("--gpu-model", default="NVIDIA A100-SXM4-80GB")
     parser.add_argument("--standin", type=Path, default=STANDIN, help="the stand-in verl tree")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="another profile value (batch sizes for a bigger world)")
     args = parser.parse_args()
     root = args.root
     base = load_profile("smoke-1x1")
@@ -42,6 +44,7 @@ def main() -> int:
     verl_parent = base.verl_root(root).parent
     values = pin.read_pins(base, root)
     values.update(NODES=args.nodes, GPUS_PER_NODE=args.gpus_per_node, GPU_MODEL=args.gpu_model)
+    values.update(item.split("=", 1) for item in args.set)
     text = pin.profile_text(base, PROFILE, values, "A test profile made by tests/lib/fixture.py.")
     bundle = root / "tools" / "verl" / "two-worker-grpo"
     # The working tree's bundle, whatever the state of its pins: the sandbox gets its own chain.

@@ -28,4 +28,8 @@ def main(argv) -> int:
     for leftover in scratch.iterdir():
         leftover.unlink()
     scratch.rmdir()
+    if os.environ.get("STANDIN_FAULT") == "missing-shard":  # a rank that never saved
+        world = profile.NODES * profile.GPUS_PER_NODE
+        last = run_dir / "checkpoints" / f"global_step_{profile.TARGET_STEPS}" / "actor"
+        (last / f"optim_world_size_{world}_rank_{world - 1}.pt").unlink()
     return 0

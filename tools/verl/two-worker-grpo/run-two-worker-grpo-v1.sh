@@ -21,7 +21,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=f0eb69c3938fb15f9c2d770275b2d83f18c006fa671743215ec011ddb2b09c4f
+readonly BUNDLE_SUMS_SHA256=e032c21275f38c32bb8a587884e5bb91143c522457154e12645c58685cab3742
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 BUNDLE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)

@@ -3,6 +3,21 @@
 A test checks that README.md lists every id here, so the table cannot drift from the code.
 """
 CATALOG = {
+    # The launcher, before it claims a run folder (exit 2) or when a bundle file differs (exit 1)
+    "LAUNCH-E000": ("unknown launcher argument", "Run the launcher with no arguments (the job's environment carries its settings), or --help, or --verify-bundle."),
+    "LAUNCH-E001": ("a required command is missing", "Run in the verl image: python3, git, sha256sum and coreutils must be on PATH."),
+    "LAUNCH-E002": ("STORAGE_ROOT is not set", "Keep `export STORAGE_ROOT=...` in the Driver command (make driver-command prints it)."),
+    "LAUNCH-E003": ("RUN_ID is not set", "Add RUN_ID=<new name> to the job's environment variables."),
+    "LAUNCH-E004": ("RUN_ID has characters outside [A-Za-z0-9._-]", "Use letters, digits, '.', '_' and '-', starting with a letter or digit."),
+    "LAUNCH-E005": ("STORAGE_ROOT is not a directory", "Mount the shared volume at that path in the job form (same path on every Worker)."),
+    "LAUNCH-E006": ("STORAGE_ROOT is not writable", "Give the mount read-write access in the job form."),
+    "LAUNCH-E007": ("an input folder is missing", "Prepare and check the inputs on the prep box: make prepare-inputs verify-inputs."),
+    "LAUNCH-E008": ("the run folder exists", "Set a new RUN_ID for every run, clone or retry; a run folder is never reused."),
+    "LAUNCH-E009": ("the profile cannot be used", "Set PROFILE to a profile name in the installed bundle's profiles/ (see the message for the problem)."),
+    "LAUNCH-E010": ("the bundle's SHA256SUMS is missing", "Install the bundle: make install-tools STORAGE_ROOT=<prep box mount>."),
+    "LAUNCH-E011": ("SHA256SUMS differs from the launcher's pin", "The installed bundle is not the one this launcher was pinned to: reinstall it (make install-tools FORCE=1)."),
+    "LAUNCH-E012": ("a bundle file differs from SHA256SUMS", "Someone changed an installed file: reinstall (make install-tools FORCE=1); to change it on purpose, edit the repo and run make checksums."),
+    "LAUNCH-E013": ("postflight passed but wrote no SUCCESS", "This is a bug; verification.json holds the verdict."),
     # General
     "GEN-E001": ("a check crashed", "This is a bug in the verifier; report it with the traceback in the JSON record."),
     # Inputs (prep box and launcher)

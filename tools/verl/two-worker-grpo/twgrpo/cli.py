@@ -91,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
 def run_folder(args: argparse.Namespace):
     """The run folder and RUN_ID: --output-dir, or --storage-root with --run-id."""
     run_id = args.run_id
+    if run_id == "":
+        raise UsageError("no RUN_ID given: make postflight RUN_ID=<run> (or --run-id RUN_ID)")
     if run_id is not None and not RUN_ID.match(run_id):
         raise UsageError(f"RUN_ID {run_id!r} must match {RUN_ID.pattern} (set RUN_ID=<run>)")
     if args.output_dir is not None:

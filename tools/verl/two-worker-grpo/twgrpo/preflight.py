@@ -104,7 +104,8 @@ def check_gpu_resources(ctx: PreflightContext) -> List[Finding]:
             found.append(mismatch("PRE-E013", ctx.node_name(ordinal), "Ray GPUs on the node",
                                   ctx.profile.GPUS_PER_NODE, gpus))
     total = ctx.cluster_resources.get("GPU", 0)
-    if total != ctx.profile.world_size:
+    # With the wrong number of nodes the total is wrong too: node-count already says so.
+    if total != ctx.profile.world_size and len(ctx.nodes) == ctx.profile.NODES:
         found.append(mismatch("PRE-E013", "cluster", "Ray GPUs in total", ctx.profile.world_size,
                               total))
     return found

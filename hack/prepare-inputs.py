@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Summary: Put the profile's verl, model and GSM8K on the volume in the layout the bundle checks.
+
+Usage: hack/prepare-inputs.py prepare --prep-root ROOT [--profile NAME] [--verl-mirror URL_OR_PATH]
+                                      [--model-source DIR] [--gsm8k-source DIR]
+       hack/prepare-inputs.py pin --prep-root ROOT [--profile NAME] [--name local] [--force]
+
+prepare (make prepare-inputs), on the prep box, which may reach the network:
+  verl   git clone of --verl-mirror (a URL or a local path; default the profile's VERL_REPO_URL)
+         checked out at VERL_COMMIT into code/verl/<commit>/, HEAD verified.
+  model  --model-source (a local folder) copied, or the ModelScope client's snapshot of MODEL_ID
+         at MODEL_REVISION; then SHA256SUMS over every file.
+  GSM8K  --gsm8k-source (a folder with train and test as .jsonl or .parquet of GSM8K's main
+         config), or the Hugging Face snapshot of DATASET_ID at DATASET_REVISION; converted to
+         verl v0.6 rows by our converter, with SHA256SUMS and dataset-manifest.json.
+  Each part is staged beside its final folder and published by one rename, so an interrupted
+  run is redone; a finished part is verified and kept; a part that differs is never
+  overwritten: it is reported with what to do.
+pin (make pin-inputs) writes the prepared inputs' hashes, revision and row counts into
+  profiles/<name>.env (default local.env); then `make checksums` adds it to the bundle.
+Exit codes: 0 done, 1 a part failed or differs, 2 usage error or a missing tool.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import inputs  # noqa: F401  (puts the bundle's twgrpo on sys.path)
+from inputs import gsm8k, layout, pin
+from twgrpo import hashing, parquet
+from twgrpo.findings import UsageError
+from twgrpo.profile import PROFILE_DIR, Profile, load_profile
+
+CONVERTER = "two-worker-grpo gsm8k-to-verl 1"
+
+
+class PrepareError(Exception):
+    """A part could not be prepared; the message says what to do (exit 1)."""
+
+
+def say(message: str) -> None:
+    print(f"prepare-inputs: {message}", flush=True)
+
+
+# ------------------------------------------------------------------------------------- verl
+def verl_problem(checkout: Path, commit: str) -> str:
+    """'' if checkout is a clean work tree at commit, else what is wrong."""
+    try:
+        head = layout.git(checkout, "rev-parse", "HEAD")
+        dirty = layout.git(checkout, "status", "--porcelain")
+    except layout.LayoutError as exc:
+        return str(exc)
+    if head != commit:
+        return f"HEAD is {head}, not {commit}"
+    return f"it has local changes:\n{dirty}" if dirty else ""
+
+
+def prepare_verl(profile: Profile, root: Path, source: str) -> str:
+    final = profile.verl_root(root)
+    if final.exists():
+        problem = verl_problem(final, profile.VERL_COMMIT)
+        if problem:
+            raise PrepareError(f"{final} exists but {problem}; nothing was changed. Fix or move it "
+                               "aside, then run prepare-inputs again.")
+        return "kept (clean, at the pinned commit)"
+    staging = layout.staging_for(final)
+    staging.rmdir()  # git clone wants to create it
+    say(f"verl: cloning {source}")
+    clone = subprocess.run(["git", "clone", "--quiet", "--no-checkout", source, str(staging)],
+                           capture_output=True, text=True)
+    if clone.returncode:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise PrepareError(f"git clone {source} failed: {clone.stderr.strip()} — check the "
+                           "network, or pass VERL_MIRROR=<a local clone>")
+    try:
+        layout.git(staging, "checkout", "--quiet", "--detach", profile.VERL_COMMIT)
+    except layout.LayoutError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise PrepareError(f"{source} has no commit {profile.VERL_COMMIT}: {exc}")
+    problem = verl_problem(staging, profile.VERL_COMMIT)
+    if problem:
+        raise PrepareError(f"the fresh checkout is wrong: {problem}")
+    return layout.publish(staging, final)
+
+
+# ------------------------------------------------------------------------------------ model
+def folder_problems(folder: Path) -> List[str]:
+    """Files that do not match the folder's own SHA256SUMS (empty: it verifies)."""
+    sums = folder / "SHA256SUMS"
+    if not sums.is_file():
+        return ["no SHA256SUMS"]
+    entries, bad = hashing.parse_sums(sums.read_text(encoding="utf-8"))
+    digests = hashing.hash_files([folder / name for _, name in entries], label=folder.name)
+    problems = [f"malformed line {line!r}" for line in bad]
+    for digest, name in entries:
+        got = digests[folder / name]
+        if isinstance(got, OSError):
+            problems.append(f"{name}: {got.strerror}")
+        elif got != digest:
+            problems.append(f"{name}: sha256 expected {digest}, actual {got}")
+    return problems
+
+
+def keep_if_verified(final: Path, what: str) -> bool:
+    if not final.exists():
+        return False
+    problems = folder_problems(final)
+    if problems:
+        raise PrepareError(f"{final} exists but does not verify ({'; '.join(problems[:3])}); "
+                           f"nothing was changed. Move it aside to prepare the {what} again.")
+    return True
+
+
+def download_model(profile: Profile, staging: Path) -> None:
+    try:
+        from modelscope import snapshot_download
+    except ImportError:
+        raise PrepareError("the modelscope client is not installed: pip install modelscope, or "
+                           "pass MODEL_SOURCE=<a local copy of the model folder>") from None
+    say(f"model: downloading {profile.MODEL_ID} at {profile.MODEL_REVISION} from ModelScope")
+    try:
+        snapshot_download(profile.MODEL_ID, revision=profile.MODEL_REVISION, local_dir=str(staging))
+    except Exception as exc:  # the client raises many kinds; all mean the same to us
+        raise PrepareError(f"ModelScope download failed: {exc} — check the network, or pass "
+                           "MODEL_SOURCE=<a local copy>") from None
+
+
+def prepare_model(profile: Profile, root: Path, source: str) -> str:
+    final = profile.model_root(root)
+    if keep_if_verified(final, "model"):
+        return "kept (verified against its SHA256SUMS)"
+    staging = layout.staging_for(final)
+    if source:
+        say(f"model: copying {source}")
+        shutil.copytree(source, staging, dirs_exist_ok=True)
+        (staging / "SHA256SUMS").unlink(missing_ok=True)  # written fresh below, over every file
+    else:
+        download_model(profile, staging)
+    for cache in (staging / ".msc", staging / ".mv", staging / "._____temp"):  # client bookkeeping
+        if cache.is_dir():
+            shutil.rmtree(cache)
+        elif cache.exists():
+            cache.unlink()
+    layout.write_sums(staging)
+    return layout.publish(staging, final)
+
+
+# ------------------------------------------------------------------------------------ GSM8K
+def read_split(folder: Path, split: str) -> List[Tuple[str, str]]:
+    """(question, answer) rows of one split, from .jsonl (stdlib) or .parquet (needs pyarrow)."""
+    candidates = [folder / f"{split}.jsonl", *sorted(folder.glob(f"main/{split}-*.parquet")),
+                  folder / f"{split}.parquet"]
+    path = next((p for p in candidates if p.is_file()), None)
+    if path is None:
+        raise PrepareError(f"{folder} has no {split}.jsonl, {split}.parquet or main/{split}-*.parquet")
+    if path.suffix == ".jsonl":
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    else:
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise PrepareError(f"reading {path} needs pyarrow: pip install pyarrow, or give "
+                               "GSM8K_SOURCE as .jsonl files") from None
+        rows = pq.read_table(path, columns=["question", "answer"]).to_pylist()
+    return [(row["question"], row["answer"]) for row in rows]
+
+
+def download_gsm8k(profile: Profile, into: Path) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise PrepareError("the huggingface_hub client is not installed: pip install "
+                           "huggingface_hub pyarrow, or pass GSM8K_SOURCE=<a local copy>") from None
+    say(f"data: downloading {profile.DATASET_ID} at {profile.DATASET_REVISION} from Hugging Face")
+    try:
+        return Path(snapshot_download(profile.DATASET_ID, repo_type="dataset",
+                                      revision=profile.DATASET_REVISION, allow_patterns=["main/*"],
+                                      local_dir=str(into)))
+    except Exception as exc:
+        raise PrepareError(f"Hugging Face download failed: {exc} — check the network, or pass "
+                           "GSM8K_SOURCE=<a local copy>") from None
+
+
+def prepare_data(profile: Profile, root: Path, source: str) -> str:
+    final = profile.data_root(root)
+    if keep_if_verified(final, "data"):
+        return "kept (verified against its SHA256SUMS)"
+    staging = layout.staging_for(final)
+    origin = Path(source) if source else download_gsm8k(profile, staging / ".download")
+    counts: Dict[str, int] = {}
+    for split in ("train", "test"):
+        try:
+            table = [gsm8k.to_verl_row(q, a, split, i) for i, (q, a) in enumerate(read_split(origin, split))]
+        except gsm8k.ConversionError as exc:
+            raise PrepareError(f"{split}: {exc}") from None
+        parquet.write_table(staging / f"{split}.parquet", parquet.VERL_GSM8K_FIELDS, table)
+        counts[split] = len(table)
+        say(f"data: {split}: {len(table)} rows converted")
+    shutil.rmtree(staging / ".download", ignore_errors=True)
+    manifest = {"source": source or f"huggingface:{profile.DATASET_ID}",
+                "dataset_id": profile.DATASET_ID, "revision": profile.DATASET_REVISION,
+                "variant": profile.DATASET_VARIANT, "converter": CONVERTER, "rows": counts}
+    (staging / "dataset-manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n",
+                                                   encoding="utf-8")
+    layout.write_sums(staging)
+    return layout.publish(staging, final)
+
+
+# -------------------------------------------------------------------------------- commands
+def cmd_prepare(args: argparse.Namespace, profile: Profile) -> int:
+    root = args.prep_root
+    sources = {"verl": args.verl_mirror or profile.VERL_REPO_URL, "model": args.model_source,
+               "data": args.gsm8k_source}
+    failures = 0
+    for name, step in (("verl", prepare_verl), ("model", prepare_model), ("data", prepare_data)):
+        try:
+            say(f"{name}: {step(profile, root, sources[name])}")
+        except (PrepareError, layout.LayoutError) as exc:
+            print(f"prepare-inputs: {name}: {exc}", file=sys.stderr)
+            failures += 1
+    if failures:
+        return 1
+    say(f"done; check them with: make verify-inputs PREP_ROOT={root}"
+        + (f" PROFILE={args.profile}" if args.profile else "")
+        + " (fresh downloads differ from the tutorial's pins: make pin-inputs, then make checksums)")
+    return 0
+
+
+def cmd_pin(args: argparse.Namespace, profile: Profile) -> int:
+    try:
+        values = pin.read_pins(profile, args.prep_root)
+    except (OSError, ValueError, KeyError, layout.LayoutError) as exc:
+        print(f"prepare-inputs: cannot read the inputs' pins under {args.prep_root}: {exc} — "
+              "run make prepare-inputs first", file=sys.stderr)
+        return 1
+    target = PROFILE_DIR / f"{args.name}.env"
+    text = pin.profile_text(profile, args.name, values,
+                            f"Pinned by make pin-inputs from {profile.PROFILE_NAME} and the inputs "
+                            f"prepared under {args.prep_root}.")
+    if target.exists() and target.read_text(encoding="utf-8") != text and not args.force:
+        print(f"prepare-inputs: {target} exists with other pins; nothing was changed. Pass "
+              "FORCE=1 to replace it, or --name another profile.", file=sys.stderr)
+        return 1
+    target.write_text(text, encoding="utf-8")
+    say(f"wrote {target}; now run: make checksums && make verify-inputs PROFILE={args.name} "
+        f"PREP_ROOT={args.prep_root}")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="prepare-inputs.py", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("prepare", "pin"):
+        p = sub.add_parser(name)
+        p.add_argument("--prep-root", type=Path, required=True)
+        p.add_argument("--profile", default="")
+        if name == "pin":
+            p.add_argument("--name", default="local")
+            p.add_argument("--force", action="store_true", help="replace a profile with other pins")
+        else:
+            p.add_argument("--verl-mirror", default="", help="clone verl from here (URL or path)")
+            p.add_argument("--model-source", default="", help="copy the model from this folder")
+            p.add_argument("--gsm8k-source", default="", help="convert GSM8K from this folder")
+    args = parser.parse_args(argv)
+    try:
+        profile = load_profile(args.profile or None)
+    except UsageError as exc:
+        print(f"prepare-inputs: {exc}", file=sys.stderr)
+        return 2
+    if not args.prep_root.is_dir():
+        print(f"prepare-inputs: PREP_ROOT {args.prep_root} is not a directory — mount the shared "
+              "volume and pass its path", file=sys.stderr)
+        return 2
+    if shutil.which("git") is None:
+        print("prepare-inputs: git is not installed — apt-get install git", file=sys.stderr)
+        return 2
+    return cmd_prepare(args, profile) if args.command == "prepare" else cmd_pin(args, profile)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

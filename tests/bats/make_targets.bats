@@ -1,0 +1,164 @@
+#!/usr/bin/env bats
+# The Makefile front door: every target documented, and each one doing what it says.
+
+load test_helper
+
+setup_file() {
+  build_fixture_once
+}
+
+setup() {
+  sandbox
+}
+
+@test "make help lists every target with one line, and every knob" {
+  run make -s -C "$REPO" help
+  assert_success
+  local target
+  for target in $(sed -n 's/^\([a-z][a-z-]*\):.*/\1/p' "$REPO/Makefile"); do
+    assert_line --regexp "^  $target +[A-Z].+"
+  done
+  for knob in PREP_ROOT STORAGE_ROOT PROFILE RUN_ID FORCE SMOKE_ROOT; do
+    assert_line --regexp "^  $knob +.+"
+  done
+}
+
+@test "every target has a help line" {
+  run bash -c "grep -E '^[a-z][a-z-]*:' '$REPO/Makefile' | grep -v ' ## '"
+  assert_failure  # grep finds no target without '## help'
+  assert_output ""
+}
+
+@test "make runtime-env prints runtime-env.json, the RuntimeEnv to paste" {
+  run make -s -C "$REPO" runtime-env
+  assert_success
+  assert_equal "$output" "$(cat "$REPO/runtime-env.json")"
+  run python3 -c 'import json, sys; env = json.load(open(sys.argv[1]))["env_vars"]; assert env["NCCL_IB_DISABLE"] == "1" and env["PYTHONPATH"].startswith("/mnt/verl-reproduction/code/verl/")' "$REPO/runtime-env.json"
+  assert_success
+}
+
+@test "make driver-command pins the current launcher and exports the job's settings" {
+  run make -s -C "$REPO" driver-command STORAGE_ROOT=/mnt/volume PROFILE=smoke-1x1 RUN_ID=exp-9
+  assert_success
+  assert_line "export STORAGE_ROOT=/mnt/volume"
+  assert_line "export PROFILE=smoke-1x1"
+  assert_line "export RUN_ID=exp-9"
+  local sha
+  sha=$(sha256sum "$REPO/$LAUNCHER_REL" | cut -d' ' -f1)
+  assert_line "echo \"$sha  \$launcher\" | sha256sum --check --strict -"
+  run make -s -C "$REPO" driver-command 'STORAGE_ROOT=/mnt/my volume'
+  assert_failure
+  assert_output --partial "holds characters a job form would mangle"
+}
+
+@test "make verify-scripts passes on this checkout: every pin is current" {
+  run make -s -C "$REPO" verify-scripts
+  assert_success
+  assert_output --partial "verify-scripts: PASSED"
+}
+
+@test "make verify-scripts names a changed file, and make checksums renews every pin" {
+  copy_repo "$BATS_TEST_TMPDIR/repo"
+  local repo=$BATS_TEST_TMPDIR/repo before
+  before=$(sha256sum "$repo/$LAUNCHER_REL" | cut -d' ' -f1)
+  sed -i 's/^TARGET_STEPS=2$/TARGET_STEPS=3/' "$repo/tools/verl/two-worker-grpo/profiles/smoke-1x1.env"
+  run make -s -C "$repo" verify-scripts
+  assert_failure
+  assert_output --partial "profiles/smoke-1x1.env: sha256 expected"
+  run make -s -C "$repo" checksums
+  assert_success
+  run make -s -C "$repo" verify-scripts
+  assert_success
+  [[ "$(sha256sum "$repo/$LAUNCHER_REL" | cut -d' ' -f1)" != "$before" ]]
+}
+
+@test "make install-tools copies the bundle and verifies it where it landed" {
+  run make -s -C "$REPO" install-tools STORAGE_ROOT="$BATS_TEST_TMPDIR/vol"
+  assert_success
+  assert_output --partial "bundle $BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo verified"
+  assert_file_executable "$BATS_TEST_TMPDIR/vol/$LAUNCHER_REL"
+  assert_file_exist "$BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo/runtime-env.json"
+  run make -s -C "$REPO" install-tools STORAGE_ROOT="$BATS_TEST_TMPDIR/vol"
+  assert_success  # installing the same version again changes nothing
+}
+
+@test "make install-tools never replaces a differing file unless FORCE=1" {
+  local dest=$BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo
+  make -s -C "$REPO" install-tools STORAGE_ROOT="$BATS_TEST_TMPDIR/vol" >/dev/null
+  echo "# an older version" >>"$dest/profiles/tutorial-2x2-a100.env"
+  local before
+  before=$(tree_state "$dest")
+  run make -s -C "$REPO" install-tools STORAGE_ROOT="$BATS_TEST_TMPDIR/vol"
+  assert_failure
+  assert_output --partial "holds other versions of 1 files (profiles/tutorial-2x2-a100.env); nothing was changed"
+  assert_equal "$(tree_state "$dest")" "$before"
+  run make -s -C "$REPO" install-tools STORAGE_ROOT="$BATS_TEST_TMPDIR/vol" FORCE=1
+  assert_success
+  assert_output --partial "verified"
+}
+
+@test "make verify-inputs passes on a prepared storage root and names a planted fault" {
+  use_fixture
+  local profile=$BUNDLE/profiles/test-fixture.env
+  run make -s -C "$REPO" verify-inputs PREP_ROOT="$STORAGE" PROFILE="$profile"
+  assert_success
+  assert_output --partial "inputs: PASSED (8 checks)"
+  echo "stray" >"$(find "$STORAGE/code/verl" -mindepth 1 -maxdepth 1)/stray.txt"
+  run make -s -C "$REPO" verify-inputs PREP_ROOT="$STORAGE" PROFILE="$profile"
+  assert_failure  # make exits 2; its message carries the verifier's 1
+  assert_output --partial "(INP-E005) 1 changed or untracked paths: ?? stray.txt"
+  assert_output --partial "verify-inputs] Error 1"
+}
+
+@test "make postflight needs a RUN_ID and says so" {
+  run make -s -C "$REPO" postflight PREP_ROOT="$BATS_TEST_TMPDIR"
+  assert_failure
+  assert_output --partial "make postflight RUN_ID=<run>"
+}
+
+@test "make postflight and make report judge a run from its folder on the prep box" {
+  local runs=$BATS_TEST_TMPDIR/vol/runs/verl/two-worker-grpo run_id
+  mkdir -p "$runs"
+  cp -a "$REPO"/tests/fixtures/real-smoke-run/smoke-* "$runs/"
+  run_id=$(basename "$runs"/smoke-*)
+  rm "$runs/$run_id/SUCCESS"
+  run make -s -C "$REPO" postflight PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID="$run_id"
+  assert_success
+  assert_output --partial "postflight: PASSED (8 checks)"
+  assert_file_exist "$runs/$run_id/SUCCESS"
+  run make -s -C "$REPO" report PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID="$run_id"
+  assert_success
+  assert_line --partial "run $run_id: SUCCESS"
+  assert_line "  node 0: vm 192.0.2.2 head, 1 x NVIDIA H200, driver 580.159.04"
+  assert_line "  actor/grad_norm at step 2: 0.0"
+}
+
+@test "make smoke on a machine without a GPU stops at once with exit 2 and writes nothing" {
+  PATH=$VENV/bin:/usr/bin:/bin run make -s -C "$REPO" smoke SMOKE_ROOT="$BATS_TEST_TMPDIR/smoke"
+  assert_failure
+  assert_output --partial "smoke: needs one NVIDIA GPU, and nvidia-smi is not on PATH"
+  assert_output --regexp "Error 2"
+  assert_not_exist "$BATS_TEST_TMPDIR/smoke"
+}
+
+@test "the pasted Driver command over an installed volume runs the hash and input checks, then preflight" {
+  local wheel=$REPO/.cache/wheels/verl-0.6.0-py3-none-any.whl
+  [[ -f "$wheel" ]] || skip "needs $wheel (tests/run.sh downloads it)"
+  python3 "$REPO/hack/generate-inputs.py" --storage-root "$STORAGE" --profile smoke-1x1 --verl-wheel "$wheel" >/dev/null
+  make -s -C "$REPO" install-tools STORAGE_ROOT="$STORAGE" >/dev/null
+  unset RAY_ADDRESS
+  local command
+  command=$(make -s -C "$REPO" driver-command STORAGE_ROOT="$STORAGE" PROFILE=smoke-1x1 RUN_ID=pasted)
+  if [[ $(id -u) == 0 ]]; then  # a private /tmp/ray: no Ray cluster this machine ran before is found
+    mkdir -p /tmp/ray
+    run unshare --mount bash -c 'mount -t tmpfs tmpfs /tmp/ray && exec bash -c "$1"' _ "$command"
+  else
+    run bash -c "$command"
+  fi
+  assert_failure 1
+  assert_output --partial "$LAUNCHER_REL: OK"
+  assert_output --partial "inputs: PASSED (8 checks)"
+  assert_output --partial "(PRE-E011) ray.init(address='auto') failed"
+  run cat "$STORAGE/runs/verl/two-worker-grpo/pasted/FAILED"
+  assert_line "phase=preflight"
+}

@@ -1,0 +1,141 @@
+"""The inputs phase on a generated storage root (a git checkout at a fixed commit, a small
+model folder, GSM8K-format parquet, each pinned by a test profile), and one planted fault each.
+"""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from twgrpo import parquet
+from twgrpo.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory):
+    root = tmp_path_factory.mktemp("golden") / "storage"
+    subprocess.run([sys.executable, str(REPO / "tests/lib/fixture.py"), str(root)], check=True,
+                   capture_output=True)
+    return root
+
+
+@pytest.fixture
+def storage(golden, tmp_path):
+    root = tmp_path / "storage"
+    shutil.copytree(golden, root, symlinks=True)
+    return root
+
+
+def profile(storage):
+    return str(storage / "tools/verl/two-worker-grpo/profiles/test-fixture.env")
+
+
+def inputs(storage, *extra):
+    return main(["inputs", "--profile", profile(storage), "--storage-root", str(storage), *extra])
+
+
+def model(storage):
+    return next((storage / "models").rglob("model.safetensors")).parent
+
+
+def data(storage):
+    return next((storage / "datasets").rglob("train.parquet")).parent
+
+
+def checkout(storage):
+    return next((storage / "code" / "verl").iterdir())
+
+
+def git(path, *args):
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(path), "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, env=env)
+
+
+def flip(path):
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 1
+    path.write_bytes(bytes(raw))
+
+
+def rewrite_parquet(storage, count):
+    path = data(storage) / "test.parquet"
+    row = {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "q"}],
+           "ability": "math", "reward_model": {"style": "rule", "ground_truth": "1"},
+           "extra_info": {"split": "test", "index": 0, "answer": "#### 1", "question": "q"}}
+    parquet.write_table(path, parquet.VERL_GSM8K_FIELDS, [row] * count)
+
+
+def manifest_revision(storage):
+    path = data(storage) / "dataset-manifest.json"
+    record = json.loads(path.read_text())
+    record["revision"] = "another-revision"
+    path.write_text(json.dumps(record))
+
+
+FAULTS = [
+    ("wrong commit", lambda s: git(checkout(s), "commit", "-q", "--allow-empty", "-m", "x"), {"INP-E004"}),
+    ("dirty verl tree", lambda s: (checkout(s) / "verl" / "patched.py").write_text("x = 1\n"), {"INP-E005"}),
+    ("not a git checkout", lambda s: shutil.rmtree(checkout(s) / ".git"), {"INP-E003"}),
+    ("tampered model file", lambda s: flip(model(s) / "config.json"), {"INP-E008"}),
+    ("truncated weights", lambda s: (model(s) / "model.safetensors").write_bytes(
+        (model(s) / "model.safetensors").read_bytes()[:5000]), {"INP-E008", "INP-E014"}),
+    ("model file missing", lambda s: (model(s) / "tokenizer.json").unlink(), {"INP-E009"}),
+    ("model SHA256SUMS re-pinned", lambda s: open(model(s) / "SHA256SUMS", "a").write("\n"), {"INP-E007"}),
+    ("no data SHA256SUMS", lambda s: (data(s) / "SHA256SUMS").unlink(), {"INP-E006"}),
+    ("wrong parquet row count", lambda s: rewrite_parquet(s, 3), {"INP-E008", "INP-E013"}),
+    ("dataset revision", manifest_revision, {"INP-E008", "INP-E011"}),
+    ("parquet torn", lambda s: (data(s) / "train.parquet").write_bytes(b"PAR1" + b"\0" * 100), {"INP-E008", "INP-E012"}),
+]
+
+
+def failed(capsys):
+    out = capsys.readouterr().out
+    return {fid for fid in __import__("re").findall(r"\((INP-E\d+)\)", out)}, out
+
+
+def test_a_prepared_storage_root_passes(storage, capsys, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    assert inputs(storage, "--output-dir", str(run)) == 0
+    record = json.loads((run / "inputs.json").read_text())
+    assert record["status"] == "passed"
+    assert record["evidence"]["parquet_rows"] == {"train": 64, "test": 16}
+    assert record["evidence"]["model_files_verified"] == 5
+
+
+@pytest.mark.parametrize("name,plant,expected", FAULTS, ids=[f[0] for f in FAULTS])
+def test_each_planted_fault_is_named(storage, capsys, name, plant, expected):
+    plant(storage)
+    assert inputs(storage) == 1
+    ids, out = failed(capsys)
+    assert ids == expected, out
+    assert "inputs: FAILED" in out
+
+
+def test_every_fault_is_reported_not_only_the_first(storage, capsys):
+    for _, plant, _ in FAULTS[:2] + FAULTS[3:4] + FAULTS[9:10]:
+        plant(storage)
+    assert inputs(storage) == 1
+    ids, _ = failed(capsys)
+    assert {"INP-E004", "INP-E005", "INP-E008", "INP-E011"} <= ids
+
+
+def test_a_stray_file_is_a_warning_only(storage, capsys):
+    (model(storage) / "notes.txt").write_text("hi")
+    assert inputs(storage) == 0
+    assert "(INP-W001)" in capsys.readouterr().out
+
+
+def test_a_missing_storage_root_is_a_usage_error(tmp_path, capsys):
+    assert main(["inputs", "--storage-root", str(tmp_path / "nope")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+
+def test_the_tutorial_flags_name_the_folders(storage, capsys, tmp_path):
+    moved = tmp_path / "elsewhere"
+    shutil.move(str(model(storage)), moved)
+    assert inputs(storage, "--model-root", str(moved)) == 0

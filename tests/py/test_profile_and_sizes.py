@@ -1,0 +1,51 @@
+"""Profiles parse strictly; batch sizes are judged as verl 0.6.0 would judge them."""
+import pytest
+from twgrpo import sizes
+from twgrpo.findings import UsageError
+from twgrpo.profile import load_profile, parse_profile_text, with_overrides
+
+
+def test_the_default_profile_is_the_tutorials():
+    p = load_profile(None)
+    assert (p.PROFILE_NAME, p.NODES, p.GPUS_PER_NODE, p.world_size) == ("tutorial-2x2-a100", 2, 2, 4)
+    assert p.VERL_COMMIT == "ddd86f527a4af75095e4677b02b5aa272913a088"
+    assert (p.TRAIN_ROWS, p.TEST_ROWS, p.ROLLOUT_ENGINE) == (7473, 1319, "sglang")
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda t: t.replace("NODES=2", "NODES=two"), "NODES='two' is not a valid"),
+    (lambda t: t.replace("MIN_DRIVER=525.60.13\n", ""), "MIN_DRIVER is missing"),
+    (lambda t: t + "NODES=3\n", "NODES set twice"),
+    (lambda t: t + "EXTRA=1\n", "unknown key EXTRA"),
+    (lambda t: t + "not a line\n", "not KEY=value"),
+    (lambda t: t.replace("ROLLOUT_ENGINE=sglang", "ROLLOUT_ENGINE=trt"), "ROLLOUT_ENGINE='trt'"),
+])
+def test_a_bad_profile_is_refused_with_every_problem(edit, message):
+    text = load_profile(None).path.read_text()
+    with pytest.raises(UsageError, match=message):
+        parse_profile_text(edit(text), "bad.env")
+
+
+def test_a_profile_name_must_match_its_file(tmp_path):
+    path = tmp_path / "other.env"
+    path.write_text(load_profile(None).path.read_text())
+    with pytest.raises(UsageError, match="differs from its file name other"):
+        load_profile(str(path))
+
+
+def ids(**values):
+    return sorted(f.id for f in sizes.check_batch_sizes(with_overrides(load_profile(None), **values)))
+
+
+@pytest.mark.parametrize("values,expected", [
+    ({}, []),
+    ({"TRAIN_BATCH_SIZE": 5}, ["PRE-E001"]),                          # 10 % 4
+    ({"TRAIN_BATCH_SIZE": 2}, ["PRE-E002"]),                          # 2 < mini 4
+    ({"PPO_MICRO_BATCH_SIZE_PER_GPU": 3}, ["PRE-E003"]),              # 4*2//4 = 2, 2 % 3
+    ({"PPO_MINI_BATCH_SIZE": 1, "ROLLOUT_N": 1, "TRAIN_BATCH_SIZE": 4}, ["PRE-E003"]),  # 1//4 = 0
+    ({"ROLLOUT_TP": 3}, ["PRE-E004"]),
+    ({"TRAIN_ROWS": 7, "TRAIN_BATCH_SIZE": 4}, ["PRE-E005"]),
+    ({"NODES": 4, "TRAIN_BATCH_SIZE": 8, "PPO_MINI_BATCH_SIZE": 8}, []),  # 4x2, any topology
+])
+def test_batch_sizes_against_the_world_size(values, expected):
+    assert ids(**values) == expected
