@@ -114,7 +114,7 @@ launch_and_signal() {  # launch_and_signal FILE SIGNAL
 }
 
 @test "the training command sees the offline and NCCL environment and the pinned verl first" {
-  STANDIN_MODE=env launch
+  STANDIN_MODE="env" launch
   local run dump
   run=$(run_dir "$RUN_ID")
   dump=$STANDIN_DUMP
@@ -130,8 +130,9 @@ assert not bad, bad
 assert env["PYTHONPATH"].split(":")[0].startswith(f"{storage}/code/verl/"), env["PYTHONPATH"]
 argv = dump["argv"]
 for item in ("trainer.nnodes=1", "trainer.n_gpus_per_node=2", "+ray_kwargs.ray_init.address=auto",
-             f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR={run}/tensorboard",
-             "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_DEBUG=INFO",
+             f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR='{run}/tensorboard'",
+             "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_DEBUG='INFO'",
+             "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_IB_DISABLE='1'",
              f"trainer.default_local_dir={run}/checkpoints", "actor_rollout_ref.rollout.name=hf"):
     assert item in argv, item
 PY
@@ -171,7 +172,7 @@ PY
 }
 
 @test "a run that trains but leaves no artifacts fails in phase=postflight" {
-  STANDIN_MODE=env launch
+  STANDIN_MODE="env" launch
   assert_failure 1
   assert_equal "$(failed_field phase)" postflight
   assert_file_exist "$(run_dir "$RUN_ID")/verification.json"

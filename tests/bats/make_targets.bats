@@ -15,9 +15,9 @@ setup() {
   run make -s -C "$REPO" help
   assert_success
   local target
-  for target in $(sed -n 's/^\([a-z][a-z-]*\):.*/\1/p' "$REPO/Makefile"); do
+  while read -r target; do
     assert_line --regexp "^  $target +[A-Z].+"
-  done
+  done < <(sed -n 's/^\([a-z][a-z-]*\):.*/\1/p' "$REPO/Makefile")
   for knob in PREP_ROOT STORAGE_ROOT PROFILE RUN_ID FORCE SMOKE_ROOT; do
     assert_line --regexp "^  $knob +.+"
   done

@@ -58,18 +58,24 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, root: Path, tag: Optional[str] = None):
+    created = 0  # clusters made by this process: each gets its own namespace names
+
+    def __init__(self, root: Path, tag: Optional[str] = None, stub_gpus: bool = True):
         self.root = Path(root)
-        self.tag = tag or f"twg{os.getpid() % 100000}"
+        Cluster.created += 1
+        self.tag = tag or f"twg{os.getpid() % 100000}c{Cluster.created}"  # short: <= 15-char links
         self.state = self.root / "cluster.json"
         self.nodes: List[Node] = []
         self.storage = self.root / "storage"
         self.env: Dict[str, str] = {}
+        self.node_envs: List[Dict[str, str]] = []
+        self.stub_gpus = stub_gpus  # False on a GPU machine: the real nvidia-smi answers
         if self.state.is_file():
             data = json.loads(self.state.read_text())
             self.tag = data["tag"]
             self.nodes = [Node(**n) for n in data["nodes"]]
-            self.env = data["env"]
+            self.env, self.node_envs = data["env"], data.get("node_envs", [])
+            self.stub_gpus = data.get("stub_gpus", True)
 
     # ------------------------------------------------------------------ namespaces
     @property
@@ -81,7 +87,8 @@ class Cluster:
         return Path("/tmp") / f"{self.tag}-ray"
 
     def save(self) -> None:
-        self.state.write_text(json.dumps({"tag": self.tag, "env": self.env,
+        self.state.write_text(json.dumps({"tag": self.tag, "env": self.env, "node_envs": self.node_envs,
+                                          "stub_gpus": self.stub_gpus,
                                           "nodes": [dataclasses.asdict(n) for n in self.nodes]}))
 
     def create_switch(self) -> None:
@@ -133,9 +140,12 @@ class Cluster:
     # ------------------------------------------------------------------ Ray
     def node_env(self, node: Node, extra: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, str]:
         venv_bin = str(Path(sys.executable).parent)
-        env = {"PATH": f"{STUBS}:{venv_bin}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(self.root),
-               "NVIDIA_SMI_STUB": str(self.root / f"n{node.index}" / "gpus.csv"),
-               "NCCL_IB_DISABLE": "1", "LANG": "C.UTF-8", **RAY_FAST_HEALTH, **self.env}
+        ray_bin = os.path.dirname(shutil.which("ray") or sys.executable)  # may sit apart from python
+        stubs = f"{STUBS}:" if self.stub_gpus else ""
+        per_node = self.node_envs[node.index] if node.index < len(self.node_envs) else {}
+        env = {"PATH": f"{stubs}{ray_bin}:{venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "HOME": str(self.root), "NVIDIA_SMI_STUB": str(self.root / f"n{node.index}" / "gpus.csv"),
+               "NCCL_IB_DISABLE": "1", "LANG": "C.UTF-8", **RAY_FAST_HEALTH, **self.env, **per_node}
         for key, value in (extra or {}).items():
             if value is None:
                 env.pop(key, None)
@@ -201,9 +211,11 @@ class Cluster:
 
     # ------------------------------------------------------------------ whole cluster
     def up(self, nodes: int, gpus_per_node: int = 2, env: Optional[Dict[str, str]] = None,
-           prepare=None) -> "Cluster":
-        """Bring the cluster up; ``prepare(storage)`` fills the shared storage before Ray starts."""
+           prepare=None, node_envs: Optional[List[Dict[str, str]]] = None) -> "Cluster":
+        """Bring the cluster up; ``prepare(storage)`` fills the shared storage before Ray starts.
+        ``node_envs[i]`` adds to node i's environment (CUDA_VISIBLE_DEVICES, say)."""
         self.env = dict(env or {})
+        self.node_envs = list(node_envs or [])
         self.create_switch()
         try:
             if prepare:

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Summary: Preflight wall time on 2, 4 and 8 Ray nodes (real multi-host test clusters), and
+how long each cluster takes to come up. Probes run concurrently, so the ratio to 2 nodes
+should stay near flat. Needs root (network namespaces).
+
+Usage: bench/preflight.py SCRATCH [--nodes 2 4 8]
+"""
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "cluster"))
+import netcluster  # noqa: E402
+
+BUNDLE = Path("tools/verl/two-worker-grpo")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scratch", type=Path)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[2, 4, 8])
+    args = parser.parse_args()
+    reason = netcluster.missing_prerequisites()
+    if reason:
+        print(f"preflight bench skipped: {reason}")
+        return 0
+    results = {}
+    for nodes in args.nodes:
+        root = args.scratch / f"c{nodes}"
+        cluster = netcluster.Cluster(root)
+
+        def prepare(storage: Path, nodes=nodes) -> None:
+            subprocess.run([sys.executable, str(REPO / "tests/lib/fixture.py"), str(storage),
+                            "--nodes", str(nodes), "--gpus-per-node", "2",
+                            f"--set=TRAIN_BATCH_SIZE={2 * nodes}", f"--set=PPO_MINI_BATCH_SIZE={2 * nodes}"],
+                           check=True, capture_output=True)
+
+        started = time.perf_counter()
+        cluster.up(nodes, 2, env={"PYTHONPATH": str(root / "storage" / BUNDLE / "rollout")}, prepare=prepare)
+        bring_up = time.perf_counter() - started
+        try:
+            storage = cluster.storage
+            times = []
+            for attempt in range(2):
+                run = storage / "runs/verl/two-worker-grpo" / f"bench-{attempt}"
+                started = time.perf_counter()
+                out = cluster.driver([sys.executable, str(storage / BUNDLE / "verify-two-worker-grpo-v1.py"),
+                                      "preflight", "--profile", "test-fixture", "--run-id", run.name,
+                                      "--storage-root", str(storage), "--output-dir", str(run)], check=False)
+                times.append(time.perf_counter() - started)
+                if out.returncode:
+                    print(out.stdout[-2000:], out.stderr[-2000:])
+                    return 1
+            results[nodes] = (bring_up, min(times))
+        finally:
+            cluster.down()
+    base = results[min(results)][1]
+    print("nodes  cluster up  preflight  ratio to 2 nodes")
+    for nodes, (up, pre) in sorted(results.items()):
+        print(f"{nodes:5d}  {up:8.1f} s  {pre:7.1f} s  {pre / base:5.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

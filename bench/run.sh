@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Summary: Run the benchmarks and print their ratios (make bench). Numbers, not pass/fail.
+# Usage: bench/run.sh [hashing|logscan|preflight ...]     (default: all three)
+#
+# hashing    verify-inputs' parallel sha256 against `sha256sum -c` on the same files
+# logscan    postflight's log pass on a 64-node x 8-GPU log of about 1 GiB against
+#            `grep -c 'NCCL INFO'`, its peak memory, and the tutorial's whole-file approach
+# preflight  preflight wall time on 2, 4 and 8 Ray nodes (needs root: network namespaces)
+# Uses the test venv (.venv, made by make test). Scratch files go to BENCH_DIR (default a
+# temporary folder, removed afterwards).
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+PYTHON=$REPO/.venv/bin/python
+[[ -x "$PYTHON" ]] || { echo "bench: run make test once first (it builds .venv)" >&2; exit 2; }
+scratch=${BENCH_DIR:-$(mktemp -d)}
+[[ -n "${BENCH_DIR:-}" ]] || trap 'rm -rf "$scratch"' EXIT
+for name in "${@:-hashing logscan preflight}"; do
+  for bench in $name; do
+    echo "== $bench"
+    "$PYTHON" "$REPO/bench/$bench.py" "$scratch/$bench"
+  done
+done

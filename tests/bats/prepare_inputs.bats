@@ -1,0 +1,164 @@
+#!/usr/bin/env bats
+# make prepare-inputs and pin-inputs, offline: a local git repo as the verl origin, a model
+# folder and GSM8K-format jsonl as sources. Then checksums and verify-inputs pass on them.
+
+load test_helper
+
+setup_file() {
+  sandbox
+  export SOURCES=$BATS_FILE_TMPDIR/sources
+  mkdir -p "$SOURCES/gsm8k"
+  # verl's origin: a git repository with one commit
+  cp -r "$REPO/tests/fixtures/verl-standin" "$SOURCES/verl-origin"
+  git -C "$SOURCES/verl-origin" init -q
+  git -C "$SOURCES/verl-origin" add -A
+  GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t \
+    git -C "$SOURCES/verl-origin" commit -q -m "verl at some commit"
+  export VERL_COMMIT_PINNED
+  VERL_COMMIT_PINNED=$(git -C "$SOURCES/verl-origin" rev-parse HEAD)
+  # a model folder, as a hub snapshot would leave it
+  python3 "$REPO/hack/generate-inputs.py" --storage-root "$BATS_FILE_TMPDIR/gen" --profile smoke-1x1 \
+    --verl-source "$REPO/tests/fixtures/verl-standin" --unpinned >/dev/null
+  cp -r "$BATS_FILE_TMPDIR"/gen/models/generated/two-worker-grpo/tiny-qwen2/v1 "$SOURCES/model"
+  rm "$SOURCES/model/SHA256SUMS"
+  # GSM8K's main config as jsonl, with a thousands separator in one answer
+  python3 - "$SOURCES/gsm8k" <<'PY'
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+for split, n in (("train", 30), ("test", 10)):
+    rows = [{"question": f"{split} question {i}: how many?", "answer": f"Work {i}.\n#### {i * 1000:,}"}
+            for i in range(n)]
+    (out / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+PY
+}
+
+setup() {
+  sandbox
+  copy_repo "$BATS_TEST_TMPDIR/repo"
+  export REPO_COPY=$BATS_TEST_TMPDIR/repo VOL=$BATS_TEST_TMPDIR/vol
+  mkdir -p "$VOL"
+  local profiles=$REPO_COPY/tools/verl/two-worker-grpo/profiles
+  sed -e 's/^PROFILE_NAME=.*/PROFILE_NAME=prep-test/' -e "s/^VERL_COMMIT=.*/VERL_COMMIT=$VERL_COMMIT_PINNED/" \
+    -e 's/^TRAIN_ROWS=.*/TRAIN_ROWS=30/' -e 's/^TEST_ROWS=.*/TEST_ROWS=10/' \
+    "$profiles/tutorial-2x2-a100.env" >"$profiles/prep-test.env"
+}
+
+prepare() {  # prepare [extra make arguments]
+  run make -s -C "$REPO_COPY" prepare-inputs PREP_ROOT="$VOL" PROFILE=prep-test \
+    VERL_MIRROR="$SOURCES/verl-origin" MODEL_SOURCE="$SOURCES/model" GSM8K_SOURCE="$SOURCES/gsm8k" "$@"
+}
+
+data_dir() {
+  echo "$VOL/datasets/huggingface/openai/gsm8k/740312add88f781978c0658806c59bc2815b9866/processed/verl-v0.6.0-v1"
+}
+
+model_dir() {
+  echo "$VOL/models/modelscope/deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B/6fc93244f442ee2b5ab5c8000687ef5f7ffe1d03"
+}
+
+@test "prepare-inputs, pin-inputs and checksums make verify-inputs pass on what was prepared" {
+  prepare
+  assert_success
+  assert_line "prepare-inputs: verl: written"
+  assert_line "prepare-inputs: model: written"
+  assert_line "prepare-inputs: data: train: 30 rows converted"
+  assert_equal "$(git -C "$VOL/code/verl/$VERL_COMMIT_PINNED" rev-parse HEAD)" "$VERL_COMMIT_PINNED"
+  # freshly prepared bytes are not the tutorial's: the pins must be renewed on purpose
+  run make -s -C "$REPO_COPY" verify-inputs PREP_ROOT="$VOL" PROFILE=prep-test
+  assert_failure
+  assert_output --partial "(INP-E007) "
+  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=prep-test
+  assert_success
+  assert_output --partial "profiles/local.env; now run: make checksums"
+  run make -s -C "$REPO_COPY" checksums
+  assert_success
+  run make -s -C "$REPO_COPY" verify-scripts
+  assert_success
+  run make -s -C "$REPO_COPY" verify-inputs PREP_ROOT="$VOL" PROFILE=local
+  assert_success
+  assert_output --partial "inputs: PASSED (8 checks)"
+}
+
+@test "GSM8K is converted row for row into verl's schema" {
+  prepare
+  assert_success
+  run python3 - "$(data_dir)" "$SOURCES/gsm8k" <<'PY'
+import json, sys
+import pyarrow.parquet as pq
+data, source = sys.argv[1], sys.argv[2]
+for split in ("train", "test"):
+    rows = pq.read_table(f"{data}/{split}.parquet").to_pylist()
+    raw = [json.loads(l) for l in open(f"{source}/{split}.jsonl")]
+    assert len(rows) == len(raw)
+    for i, (row, src) in enumerate(zip(rows, raw)):
+        assert row["data_source"] == "openai/gsm8k" and row["ability"] == "math"
+        assert row["prompt"] == [{"role": "user", "content": src["question"] + ' Let\'s think step by step and output the final answer after "####".'}]
+        assert row["reward_model"] == {"style": "rule", "ground_truth": str(i * 1000)}
+        assert row["extra_info"] == {"split": split, "index": i, "answer": src["answer"], "question": src["question"]}
+manifest = json.load(open(f"{data}/dataset-manifest.json"))
+assert manifest["revision"] == "740312add88f781978c0658806c59bc2815b9866"
+assert manifest["rows"] == {"train": 30, "test": 10}
+print("rows match")
+PY
+  assert_success
+  assert_output "rows match"
+}
+
+@test "running prepare-inputs again verifies every part and keeps it" {
+  prepare
+  local before
+  before=$(tree_state "$VOL")
+  prepare
+  assert_success
+  assert_line "prepare-inputs: verl: kept (clean, at the pinned commit)"
+  assert_line "prepare-inputs: model: kept (verified against its SHA256SUMS)"
+  assert_line "prepare-inputs: data: kept (verified against its SHA256SUMS)"
+  assert_equal "$(tree_state "$VOL")" "$before"
+}
+
+@test "an interrupted prepare-inputs is redone on the next run" {
+  mkdir "$BATS_TEST_TMPDIR/half"
+  cp "$SOURCES/gsm8k/train.jsonl" "$BATS_TEST_TMPDIR/half/"  # the test split never arrived
+  prepare GSM8K_SOURCE="$BATS_TEST_TMPDIR/half"
+  assert_failure
+  assert_output --partial "has no test.jsonl"
+  assert_not_exist "$(data_dir)"
+  prepare
+  assert_success
+  assert_line "prepare-inputs: data: written"
+  assert_not_exist "$(dirname "$(data_dir)")/.verl-v0.6.0-v1.partial"
+}
+
+@test "a prepared part that differs is reported and never overwritten" {
+  prepare
+  echo '{"changed": true}' >"$(model_dir)/config.json"
+  local before
+  before=$(tree_state "$VOL")
+  prepare
+  assert_failure
+  assert_output --partial "exists but does not verify (config.json: sha256 expected"
+  assert_output --partial "nothing was changed. Move it aside to prepare the model again."
+  assert_equal "$(tree_state "$VOL")" "$before"
+}
+
+@test "a missing client or source says what to do" {
+  prepare MODEL_SOURCE= VERL_MIRROR="$BATS_TEST_TMPDIR/no-such-repo"
+  assert_failure
+  assert_output --partial "verl: git clone $BATS_TEST_TMPDIR/no-such-repo failed"
+  assert_output --partial "pass VERL_MIRROR=<a local clone>"
+  assert_output --partial "model: the modelscope client is not installed: pip install modelscope, or pass MODEL_SOURCE="
+  assert_line "prepare-inputs: data: written"  # the parts that can be done are done
+}
+
+@test "pin-inputs never replaces a profile with other pins unless FORCE=1" {
+  prepare
+  local local_env=$REPO_COPY/tools/verl/two-worker-grpo/profiles/local.env
+  echo "PROFILE_NAME=local" >"$local_env"
+  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=prep-test
+  assert_failure
+  assert_output --partial "exists with other pins; nothing was changed"
+  assert_equal "$(cat "$local_env")" "PROFILE_NAME=local"
+  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=prep-test FORCE=1
+  assert_success
+}

@@ -1,0 +1,34 @@
+"""README is the user's manual: its tables and commands must match the code."""
+import re
+from pathlib import Path
+
+from twgrpo.catalog import CATALOG
+from twgrpo.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+BUNDLE = REPO / "tools" / "verl" / "two-worker-grpo"
+ID = re.compile(r"\b(?:LAUNCH|GEN|INP|PRE|POST)-[EW]\d{3}\b")
+
+
+def test_readme_troubleshooting_table_is_the_catalog(capsys):
+    main(["catalog"])
+    table = capsys.readouterr().out
+    assert table in README, "run verify-two-worker-grpo-v1.py catalog and paste it into README.md"
+
+
+def test_every_id_the_code_raises_is_in_the_catalog_and_every_catalog_id_is_raised():
+    used = set()
+    for path in BUNDLE.rglob("*"):
+        if path.suffix in (".py", ".sh") and path.name != "catalog.py":
+            used |= set(ID.findall(path.read_text(encoding="utf-8")))
+    assert used - set(CATALOG) == set(), "ids raised but not documented"
+    assert set(CATALOG) - used == set(), "ids documented but never raised"
+
+
+def test_every_make_target_the_readme_names_exists():
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, re.M))
+    named = set(re.findall(r"\bmake ([a-z][a-z-]+)", README))
+    assert named - targets == set()
+    assert {"smoke", "test"} <= named
