@@ -21,7 +21,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=e032c21275f38c32bb8a587884e5bb91143c522457154e12645c58685cab3742
+readonly BUNDLE_SUMS_SHA256=bf8cbf7c9b88a327e50fee34818b1a71be4dc8b1662a59ac9854162c5fe21aac
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 BUNDLE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)

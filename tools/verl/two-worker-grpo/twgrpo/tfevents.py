@@ -12,6 +12,8 @@ import struct
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from .thrift import read_varint
+
 _POLY = 0x82F63B78  # Castagnoli, reflected
 _TABLE = []
 for _byte in range(256):
@@ -79,14 +81,14 @@ def _fields(buf: bytes) -> Iterator[Tuple[int, int, object]]:
     """Protobuf wire format: (field number, wire type, raw value)."""
     pos, end = 0, len(buf)
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value, pos = _varint(buf, pos)
+            value, pos = read_varint(buf, pos)
         elif wire == 1:
             value, pos = buf[pos:pos + 8], pos + 8
         elif wire == 2:
-            size, pos = _varint(buf, pos)
+            size, pos = read_varint(buf, pos)
             value, pos = buf[pos:pos + size], pos + size
         elif wire == 5:
             value, pos = buf[pos:pos + 4], pos + 4
@@ -95,19 +97,6 @@ def _fields(buf: bytes) -> Iterator[Tuple[int, int, object]]:
         if pos > end:
             raise ValueError("protobuf field runs past the end of its message")
         yield number, wire, value
-
-
-def _varint(buf: bytes, pos: int) -> Tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
 
 
 DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF = 1, 2, 3, 9, 19
@@ -190,7 +179,7 @@ def load_scalars(folder: Path) -> Scalars:
         for index, record in enumerate(read_records(path, problems)):
             try:
                 step, _, found = scalars_of_event(record)
-            except (ValueError, struct.error) as exc:
+            except (ValueError, struct.error) as exc:  # ThriftError is a ValueError
                 problems.append(Problem("crc", str(path), index, -1, f"record does not decode: {exc}"))
                 continue
             for tag, value in found:

@@ -11,7 +11,8 @@ class ThriftError(ValueError):
     pass
 
 
-def _varint(buf: bytes, pos: int) -> Tuple[int, int]:
+def read_varint(buf: bytes, pos: int) -> Tuple[int, int]:
+    """An unsigned LEB128 varint (thrift compact and protobuf share it) and the next position."""
     shift = result = 0
     while True:
         if pos >= len(buf):
@@ -42,14 +43,14 @@ def _value(buf: bytes, pos: int, ttype: int, depth: int) -> Tuple[Any, int]:
             raise ThriftError("truncated byte")
         return struct.unpack_from("b", buf, pos)[0], pos + 1
     if ttype in (I16, I32, I64):
-        raw, pos = _varint(buf, pos)
+        raw, pos = read_varint(buf, pos)
         return _zigzag(raw), pos
     if ttype == DOUBLE:
         if pos + 8 > len(buf):
             raise ThriftError("truncated double")
         return struct.unpack_from("<d", buf, pos)[0], pos + 8
     if ttype == BINARY:
-        size, pos = _varint(buf, pos)
+        size, pos = read_varint(buf, pos)
         if pos + size > len(buf):
             raise ThriftError("truncated binary")
         return bytes(buf[pos:pos + size]), pos + size
@@ -60,14 +61,14 @@ def _value(buf: bytes, pos: int, ttype: int, depth: int) -> Tuple[Any, int]:
         pos += 1
         size, etype = header >> 4, header & 0x0F
         if size == 15:
-            size, pos = _varint(buf, pos)
+            size, pos = read_varint(buf, pos)
         items = []
         for _ in range(size):
             item, pos = _value(buf, pos, etype, depth + 1)
             items.append(item)
         return items, pos
     if ttype == MAP:
-        size, pos = _varint(buf, pos)
+        size, pos = read_varint(buf, pos)
         if size == 0:
             return {}, pos
         types = buf[pos]
@@ -97,7 +98,7 @@ def read_struct(buf: bytes, pos: int = 0, depth: int = 0) -> Tuple[Dict[int, Any
         if delta:
             fid = last + delta
         else:
-            raw, pos = _varint(buf, pos)
+            raw, pos = read_varint(buf, pos)
             fid = _zigzag(raw)
         if ttype in (BOOL_TRUE, BOOL_FALSE):  # a struct field's bool lives in its type nibble
             fields[fid] = ttype == BOOL_TRUE
