@@ -5,9 +5,7 @@ Runs on artifacts captured from a real GPU run are in test_postflight_real.py.
 """
 import json
 import math
-import os
 import re
-import struct
 
 import pytest
 import synthrun

@@ -2,7 +2,6 @@
 fault-injected copies of them: each fault raises its finding id and nothing else fails."""
 import json
 import shutil
-import struct
 from pathlib import Path
 
 import pytest

@@ -1,6 +1,5 @@
 """The standard-library TensorBoard reader against tensorboard itself (the oracle)."""
 import math
-import struct
 
 import pytest
 from tbwrite import event, record, write_events

@@ -37,9 +37,6 @@ FIXED_ENV = {
 # driver already has from its own runtime_env, and a shell export never leaves the driver.
 WORKER_ENV = ("NCCL_DEBUG", "NCCL_IB_DISABLE", "GLOO_LOG_LEVEL")
 
-RUN_FILES = ("driver.log", "training.log", "resolved-command.txt", "run.json")
-
-
 def run_dir(storage_root: Path, run_id: str) -> Path:
     return Path(storage_root) / "runs" / "verl" / "two-worker-grpo" / run_id
 

@@ -129,6 +129,3 @@ def phase_record(phase: str, results: Sequence[CheckResult], **extra: Any) -> Di
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
-
-def first_failed(results: Sequence[CheckResult]) -> Optional[CheckResult]:
-    return next((r for r in results if not r.passed), None)

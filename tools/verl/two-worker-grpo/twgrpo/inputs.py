@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import tempfile
 from pathlib import Path

@@ -13,7 +13,7 @@ import re
 import secrets
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from . import sizes
 from .command import FIXED_ENV, HF_ROLLOUT_MODULE
