@@ -189,6 +189,15 @@ def repin(folder: Path) -> None:
     pin_launcher(folder / LAUNCHER_NAME, sha256(folder / "SHA256SUMS"))
 
 
+def install_sandbox(dest: Path, profiles: dict) -> None:
+    """This working tree's bundle in dest with extra profiles (name -> text), its chain renewed
+    there, whatever the state of the repo's pins: tests and the multi-host smoke use it."""
+    install_files(dest, force=True)
+    for name, text in profiles.items():
+        (dest / "profiles" / f"{name}.env").write_text(text, encoding="utf-8")
+    repin(dest)
+
+
 def cmd_launcher_sha256(args: argparse.Namespace) -> int:
     print(sha256(BUNDLE / LAUNCHER_NAME))
     return 0

@@ -95,14 +95,11 @@ def folder_problems(folder: Path) -> List[str]:
     if not sums.is_file():
         return ["no SHA256SUMS"]
     entries, bad = hashing.parse_sums(sums.read_text(encoding="utf-8"))
-    digests = hashing.hash_files([folder / name for _, name in entries], label=folder.name)
     problems = [f"malformed line {line!r}" for line in bad]
-    for digest, name in entries:
-        got = digests[folder / name]
-        if isinstance(got, OSError):
-            problems.append(f"{name}: {got.strerror}")
-        elif got != digest:
-            problems.append(f"{name}: sha256 expected {digest}, actual {got}")
+    for path, digest, got in hashing.mismatches(folder, entries, label=folder.name):
+        name = path.relative_to(folder).as_posix()
+        problems.append(f"{name}: {got.strerror}" if isinstance(got, OSError)
+                        else f"{name}: sha256 expected {digest}, actual {got}")
     return problems
 
 

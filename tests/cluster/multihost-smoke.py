@@ -12,7 +12,6 @@ share GPU 0 (NCCL still sees separate hosts). Runs the real launcher through pre
 each phase's wall time. Exit code: the launcher's (2 for a machine that cannot do it).
 """
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -24,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hack"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bundle  # noqa: E402
 import netcluster  # noqa: E402
 from inputs import pin  # noqa: E402
 from twgrpo.profile import load_profile  # noqa: E402
@@ -31,13 +31,6 @@ from twgrpo.profile import load_profile  # noqa: E402
 BUNDLE_REL = Path("tools/verl/two-worker-grpo")
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                 "NVSHMEM_DISABLE_NVLS": "1"}
-
-
-def bundle_tool():
-    spec = importlib.util.spec_from_file_location("bundle", REPO / "hack" / "bundle.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def gpu_count() -> int:
@@ -82,11 +75,7 @@ def main() -> int:
         base = load_profile("smoke-1x1")
         text = pin.profile_text(base, name, {"NODES": str(nodes), "GPUS_PER_NODE": str(per)},
                                 f"smoke-1x1 on {nodes} Ray hosts x {per} GPUs (tests/cluster/multihost-smoke.py).")
-        tool = bundle_tool()
-        bundle = storage / BUNDLE_REL
-        tool.install_files(bundle, force=True)
-        (bundle / "profiles" / f"{name}.env").write_text(text)
-        tool.repin(bundle)
+        bundle.install_sandbox(storage / BUNDLE_REL, {name: text})
         times["inputs generated"] = time.perf_counter() - started
 
     runtime = json.loads(subprocess.run(

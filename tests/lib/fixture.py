@@ -12,8 +12,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hack"))
-import importlib.util  # noqa: E402
-
+import bundle  # noqa: E402
 from inputs import pin  # noqa: E402
 from twgrpo import hashing  # noqa: E402
 from twgrpo.profile import load_profile  # noqa: E402
@@ -46,19 +45,13 @@ def main() -> int:
     values.update(NODES=args.nodes, GPUS_PER_NODE=args.gpus_per_node, GPU_MODEL=args.gpu_model)
     values.update(item.split("=", 1) for item in args.set)
     text = pin.profile_text(base, PROFILE, values, "A test profile made by tests/lib/fixture.py.")
-    bundle = root / "tools" / "verl" / "two-worker-grpo"
-    # The working tree's bundle, whatever the state of its pins: the sandbox gets its own chain.
-    spec = importlib.util.spec_from_file_location("bundle", REPO / "hack" / "bundle.py")
-    bundle_tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bundle_tool)
-    bundle_tool.install_files(bundle, force=True)
-    (bundle / "profiles" / f"{PROFILE}.env").write_text(text, encoding="utf-8")
-    bundle_tool.repin(bundle)
+    bundle_dir = root / "tools" / "verl" / "two-worker-grpo"
+    bundle.install_sandbox(bundle_dir, {PROFILE: text})
     assert (verl_parent / values["VERL_COMMIT"]).is_dir()
-    launcher = bundle / "run-two-worker-grpo-v1.sh"
+    launcher = bundle_dir / "run-two-worker-grpo-v1.sh"
     print(f"PROFILE={PROFILE}")
     print(f"LAUNCHER_SHA256={hashing.sha256_file(launcher)}")
-    print(f"BUNDLE_DIR={bundle}")
+    print(f"BUNDLE_DIR={bundle_dir}")
     return 0
 
 

@@ -92,3 +92,12 @@ def parse_sums(text: str) -> Tuple[List[Tuple[str, str]], List[str]]:
 
 def format_sums(entries: Iterable[Tuple[str, str]]) -> str:
     return "".join(f"{digest}  {name}\n" for digest, name in entries)
+
+
+def mismatches(folder: Path, entries: Iterable[Tuple[str, str]],
+               label: str) -> List[Tuple[Path, str, Union[str, OSError]]]:
+    """(path, expected, actual digest or OSError) of each listed file that does not match."""
+    expected = {folder / name: digest for digest, name in entries}
+    results = hash_files(expected, label=label)
+    return [(path, digest, results[path]) for path, digest in expected.items()
+            if results[path] != digest]

@@ -122,15 +122,12 @@ def _verify_folder(folder: Path, pin: str, what: str, ctx: InputsContext) -> Lis
             found.append(finding("INP-W001", str(path), "not listed in SHA256SUMS"))
     if not ctx.deep:
         return found
-    paths = {folder / name: digest for digest, name in entries}
-    results = hashing.hash_files(paths, label=f"{what} files")
-    for path, digest in paths.items():
-        got = results[path]
+    for path, digest, got in hashing.mismatches(folder, entries, label=f"{what} files"):
         if isinstance(got, OSError):
             found.append(finding("INP-E009", str(path), f"cannot read: {got.strerror}"))
-        elif got != digest:
+        else:
             found.append(mismatch("INP-E008", str(path), "sha256", digest, got))
-    ctx.evidence[f"{what}_files_verified"] = len(paths)
+    ctx.evidence[f"{what}_files_verified"] = len(entries)
     return found
 
 
