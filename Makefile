@@ -1,5 +1,5 @@
 # The two-worker GRPO bundle: `make help` lists every target. Recipes are one line that
-# calls a script; the logic lives in tools/, hack/ and tests/, where it is tested.
+# calls a script; the logic lives in tools/, prep/, dev/ and tests/, where it is tested.
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
@@ -20,7 +20,7 @@ SMOKE_ROOT ?= $(CURDIR)/.smoke# make smoke's self-contained storage root
 PYTHON ?= python3# the Python that runs the tools (3.8 or newer, standard library only)
 
 VERIFY := $(PYTHON) tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py
-BUNDLE := $(PYTHON) hack/bundle.py
+BUNDLE := $(PYTHON) prep/bundle.py
 
 ##@ General
 .PHONY: help
@@ -30,9 +30,9 @@ help: ## Show this help
 ##@ Prep box: before the job
 .PHONY: prepare-inputs pin-inputs verify-inputs verify-scripts checksums install-tools driver-command runtime-env
 prepare-inputs: ## Put the profile's verl, model and GSM8K on PREP_ROOT (from the network or local copies)
-	$(PYTHON) hack/prepare-inputs.py prepare --prep-root="$(PREP_ROOT)" --profile="$(PROFILE)" --verl-mirror="$(VERL_MIRROR)" --model-source="$(MODEL_SOURCE)" --gsm8k-source="$(GSM8K_SOURCE)"
+	$(PYTHON) prep/prepare-inputs.py prepare --prep-root="$(PREP_ROOT)" --profile="$(PROFILE)" --verl-mirror="$(VERL_MIRROR)" --model-source="$(MODEL_SOURCE)" --gsm8k-source="$(GSM8K_SOURCE)"
 pin-inputs: ## Write PREP_ROOT's input hashes into profiles/local.env (then make checksums)
-	$(PYTHON) hack/prepare-inputs.py pin --prep-root="$(PREP_ROOT)" --profile="$(PROFILE)" $(if $(FORCE),--force)
+	$(PYTHON) prep/prepare-inputs.py pin --prep-root="$(PREP_ROOT)" --profile="$(PROFILE)" $(if $(FORCE),--force)
 verify-inputs: ## Check verl, model and data on PREP_ROOT against the profile's pins
 	$(VERIFY) inputs --profile="$(PROFILE)" --storage-root="$(PREP_ROOT)"
 verify-scripts: ## Compile every script (py_compile, bash -n, shellcheck) and check every hash
@@ -56,7 +56,7 @@ report: ## Show a summary of run RUN_ID under PREP_ROOT
 ##@ Development
 .PHONY: smoke test bench
 smoke: ## The main job for real on this machine's one GPU: inputs, Ray, GRPO, SUCCESS
-	hack/smoke.sh "$(SMOKE_ROOT)"
+	dev/smoke.sh "$(SMOKE_ROOT)"
 test: ## Install what tests need (venv, bats, shellcheck), run them all
 	tests/run.sh
 bench: ## Run the benchmarks in bench/ and print their ratios

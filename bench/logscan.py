@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "lib"))
+# Path bootstrap: the test libraries (synthrun) and the bundle's twgrpo they use.
+sys.path[:0] = [str(HERE.parent / "tests" / "lib"), str(HERE.parent / "tools" / "verl" / "two-worker-grpo")]
 import synthrun  # noqa: E402
 
 NODES, GPUS = 64, 8

@@ -14,16 +14,16 @@ setup_file() {
   # rollout adapter importable (the fixture profile's ROLLOUT_ENGINE is hf).
   export NVIDIA_SMI_STUB=$GPUS_CSV NCCL_IB_DISABLE=1
   export PYTHONPATH=$FIXTURE/tools/verl/two-worker-grpo/rollout
-  # shellcheck source=hack/lib/ray-head.bash
-  source "$REPO/hack/lib/ray-head.bash"
+  # shellcheck source=dev/ray-head.bash
+  source "$REPO/dev/ray-head.bash"
   start_ray_head "$BATS_FILE_TMPDIR/ray-head.log" --num-gpus=2 --num-cpus=2 3>&-
   export RAY_HEAD_PGID
   unset PYTHONPATH
 }
 
 teardown_file() {
-  # shellcheck source=hack/lib/ray-head.bash
-  source "$REPO/hack/lib/ray-head.bash"
+  # shellcheck source=dev/ray-head.bash
+  source "$REPO/dev/ray-head.bash"
   stop_ray_head
 }
 

@@ -144,7 +144,7 @@ setup() {
 @test "the pasted Driver command over an installed volume runs the hash and input checks, then preflight" {
   local wheel=$REPO/.cache/wheels/verl-0.6.0-py3-none-any.whl
   [[ -f "$wheel" ]] || skip "needs $wheel (tests/run.sh downloads it)"
-  python3 "$REPO/hack/generate-inputs.py" --storage-root "$STORAGE" --profile smoke-1x1 --verl-wheel "$wheel" >/dev/null
+  python3 "$REPO/dev/generate-inputs.py" --storage-root "$STORAGE" --profile smoke-1x1 --verl-wheel "$wheel" >/dev/null
   make -s -C "$REPO" install-tools STORAGE_ROOT="$STORAGE" >/dev/null
   unset RAY_ADDRESS
   local command

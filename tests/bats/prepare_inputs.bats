@@ -17,7 +17,7 @@ setup_file() {
   export VERL_COMMIT_PINNED
   VERL_COMMIT_PINNED=$(git -C "$SOURCES/verl-origin" rev-parse HEAD)
   # a model folder, as a hub snapshot would leave it
-  python3 "$REPO/hack/generate-inputs.py" --storage-root "$BATS_FILE_TMPDIR/gen" --profile smoke-1x1 \
+  python3 "$REPO/dev/generate-inputs.py" --storage-root "$BATS_FILE_TMPDIR/gen" --profile smoke-1x1 \
     --verl-source "$REPO/tests/fixtures/verl-standin" --unpinned >/dev/null
   cp -r "$BATS_FILE_TMPDIR"/gen/models/generated/two-worker-grpo/tiny-qwen2/v1 "$SOURCES/model"
   rm "$SOURCES/model/SHA256SUMS"

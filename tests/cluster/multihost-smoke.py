@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "hack"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bundle  # noqa: E402
+# Path bootstrap: the repo root (prep/, dev/) and the bundle's twgrpo; netcluster is beside us.
+sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
 import netcluster  # noqa: E402
-from inputs import pin  # noqa: E402
+from dev.sandbox import install_sandbox  # noqa: E402
+from prep.volume import pin  # noqa: E402
 from twgrpo.profile import load_profile  # noqa: E402
 
 BUNDLE_REL = Path("tools/verl/two-worker-grpo")
@@ -69,13 +69,13 @@ def main() -> int:
 
     def prepare(storage: Path) -> None:
         started = time.perf_counter()
-        subprocess.run([sys.executable, str(REPO / "hack" / "generate-inputs.py"), "--storage-root",
+        subprocess.run([sys.executable, str(REPO / "dev" / "generate-inputs.py"), "--storage-root",
                         str(storage), "--profile", "smoke-1x1", "--verl-wheel", str(args.verl_wheel)],
                        check=True)
         base = load_profile("smoke-1x1")
         text = pin.profile_text(base, name, {"NODES": str(nodes), "GPUS_PER_NODE": str(per)},
                                 f"smoke-1x1 on {nodes} Ray hosts x {per} GPUs (tests/cluster/multihost-smoke.py).")
-        bundle.install_sandbox(storage / BUNDLE_REL, {name: text})
+        install_sandbox(storage / BUNDLE_REL, {name: text})
         times["inputs generated"] = time.perf_counter() - started
 
     runtime = json.loads(subprocess.run(
@@ -91,7 +91,7 @@ def main() -> int:
     try:
         run_id = f"{name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
         command = subprocess.run(
-            [sys.executable, str(REPO / "hack" / "bundle.py"), "driver-command", str(storage),
+            [sys.executable, str(REPO / "prep" / "bundle.py"), "driver-command", str(storage),
              "--profile", name, "--run-id", run_id, "--launcher",
              str(storage / BUNDLE_REL / "run-two-worker-grpo-v1.sh")],
             capture_output=True, text=True, check=True).stdout

@@ -10,10 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+# Path bootstrap: the repo root (prep/, dev/) and the bundle's twgrpo package.
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "hack"))
-import bundle  # noqa: E402
-from inputs import pin  # noqa: E402
+sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
+from dev.sandbox import install_sandbox  # noqa: E402
+from prep.volume import pin  # noqa: E402
 from twgrpo import hashing  # noqa: E402
 from twgrpo.profile import load_profile  # noqa: E402
 
@@ -37,7 +38,7 @@ def main() -> int:
     args = parser.parse_args()
     root = args.root
     base = load_profile("smoke-1x1")
-    run(str(REPO / "hack" / "generate-inputs.py"), "--storage-root", str(root), "--profile",
+    run(str(REPO / "dev" / "generate-inputs.py"), "--storage-root", str(root), "--profile",
         "smoke-1x1", "--verl-source", str(args.standin), "--unpinned")
     # The stand-in's commit is not the smoke pin: find it and move it where the profile says.
     verl_parent = base.verl_root(root).parent
@@ -46,7 +47,7 @@ def main() -> int:
     values.update(item.split("=", 1) for item in args.set)
     text = pin.profile_text(base, PROFILE, values, "A test profile made by tests/lib/fixture.py.")
     bundle_dir = root / "tools" / "verl" / "two-worker-grpo"
-    bundle.install_sandbox(bundle_dir, {PROFILE: text})
+    install_sandbox(bundle_dir, {PROFILE: text})
     assert (verl_parent / values["VERL_COMMIT"]).is_dir()
     launcher = bundle_dir / "run-two-worker-grpo-v1.sh"
     print(f"PROFILE={PROFILE}")

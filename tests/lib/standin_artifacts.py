@@ -3,12 +3,10 @@ log for the cluster preflight found, and write TensorBoard, rollouts and checkpo
 where the overrides point (tests only)."""
 import json
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import synthrun  # noqa: E402
-from twgrpo.profile import load_profile  # noqa: E402
+import synthrun
+from twgrpo.profile import load_profile
 
 
 def main(argv) -> int:

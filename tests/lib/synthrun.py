@@ -8,16 +8,13 @@ import json
 import math
 import random
 import shlex
-import sys
 import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1] / "tools" / "verl" / "two-worker-grpo"))
-sys.path.insert(0, str(HERE))
-from tbwrite import write_events  # noqa: E402
-from twgrpo import command  # noqa: E402
+
+from tbwrite import write_events
+from twgrpo import command
 
 CYAN, RESET = "\x1b[36m", "\x1b[0m"
 TAGS = ["training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr", "critic/score/mean",

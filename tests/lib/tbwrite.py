@@ -1,11 +1,9 @@
 """Write TensorBoard event files with the standard library (tests only; checked against
 tensorboard's EventAccumulator in tests/py/test_tfevents.py)."""
 import struct
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "verl" / "two-worker-grpo"))
-from twgrpo.tfevents import masked_crc  # noqa: E402
+from twgrpo.tfevents import masked_crc
 
 
 def _varint(n: int) -> bytes:

@@ -12,7 +12,7 @@ from twgrpo.profile import load_profile
 
 REPO = Path(__file__).resolve().parents[2]
 WHEEL = REPO / ".cache" / "wheels" / "verl-0.6.0-py3-none-any.whl"
-GENERATE = REPO / "hack" / "generate-inputs.py"
+GENERATE = REPO / "dev" / "generate-inputs.py"
 STANDIN = REPO / "tests" / "fixtures" / "verl-standin"
 
 

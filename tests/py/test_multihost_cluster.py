@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "cluster"))
-import netcluster  # noqa: E402
+import netcluster
 
 REASON = netcluster.missing_prerequisites()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"multi-host Ray cluster: {REASON}")
@@ -244,7 +243,6 @@ def test_tampered_model_file(cluster, request):
 
 
 def test_wrong_parquet_row_count(cluster, request):
-    sys.path.insert(0, str(REPO / BUNDLE_REL))
     from twgrpo import parquet
     data = next((cluster.storage / "datasets").rglob("test.parquet")).parent
     original = (data / "test.parquet").read_bytes()
@@ -319,7 +317,7 @@ def test_a_node_killed_during_the_probe(cluster, request):
 
 def driver_command(cluster, run_id):
     launcher = cluster.storage / BUNDLE_REL / "run-two-worker-grpo-v1.sh"
-    return subprocess.run([sys.executable, str(REPO / "hack/bundle.py"), "driver-command",
+    return subprocess.run([sys.executable, str(REPO / "prep/bundle.py"), "driver-command",
                            str(cluster.storage), "--profile", "test-fixture", "--run-id", run_id,
                            "--launcher", str(launcher)], capture_output=True, text=True,
                           check=True).stdout

@@ -21,7 +21,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=ee675a199ddc9a7d00713dba62be09d93a3f79b636c2ae606a389d20806e7a46
+readonly BUNDLE_SUMS_SHA256=9d2e1ea639d626ebe84cedc15ff12497fbc30596d6aba8bc4b21af4d17571d70
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 BUNDLE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)

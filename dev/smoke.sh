@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Summary: The bundle's main job, for real on one GPU: generated inputs, a local Ray head, the
 #   pasted Driver command, verl GRPO for 2 steps, postflight, SUCCESS.
-# Usage: hack/smoke.sh [SMOKE_ROOT]        (make smoke [SMOKE_ROOT=DIR])
+# Usage: dev/smoke.sh [SMOKE_ROOT]        (make smoke [SMOKE_ROOT=DIR])
 #
 # Needs one NVIDIA GPU (nvidia-smi) and a python3 with torch (CUDA), ray >= 2.41 and verl
 # 0.6.0's dependencies (the verl image has them), plus the verl 0.6.0 wheel: SMOKE_VERL_WHEEL,
@@ -22,8 +22,8 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 readonly REPO
 readonly VERL_WHEEL_NAME=verl-0.6.0-py3-none-any.whl
 readonly VERL_WHEEL_SHA256=2666528b8ab4494e2ac40c282a99281296c2d9dc9675ceac6bea8d41fb69b321  # PyPI's
-# shellcheck source=hack/lib/ray-head.bash
-source "$REPO/hack/lib/ray-head.bash"
+# shellcheck source=dev/ray-head.bash
+source "$REPO/dev/ray-head.bash"
 
 die() {
   local code=$1
@@ -72,8 +72,8 @@ find_wheel() {
 check_root() {
   mkdir -p "$SMOKE_ROOT"
   local fstype
-  fstype=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); from twgrpo.mounts import mount_for; m = mount_for(sys.argv[2]); print(m["fstype"] if m else "")' \
-    "$REPO/tools/verl/two-worker-grpo" "$SMOKE_ROOT")
+  fstype=$(PYTHONPATH="$REPO/tools/verl/two-worker-grpo" python3 -c 'import sys; from twgrpo.mounts import mount_for; m = mount_for(sys.argv[1]); print(m["fstype"] if m else "")' \
+    "$SMOKE_ROOT")
   [[ "$fstype" != overlay ]] ||
     die 2 "SMOKE_ROOT $SMOKE_ROOT is on an overlay mount, which the inputs check refuses for storage — set SMOKE_ROOT to a real filesystem, e.g. make smoke SMOKE_ROOT=/dev/shm/two-worker-grpo-smoke"
 }
@@ -112,16 +112,16 @@ main() {
   run_id=smoke-$(date -u +%Y%m%dT%H%M%SZ)-$$
   wheel=$(find_wheel)
   t0=$(now)
-  python3 "$REPO/hack/generate-inputs.py" --storage-root "$storage" --profile "$PROFILE" --verl-wheel "$wheel"
+  python3 "$REPO/dev/generate-inputs.py" --storage-root "$storage" --profile "$PROFILE" --verl-wheel "$wheel"
   t1=$(now)
   # The smoke root is this checkout's scratch space: its bundle copy follows the checkout.
-  python3 "$REPO/hack/bundle.py" install "$storage/tools/verl/two-worker-grpo" --force
+  python3 "$REPO/prep/bundle.py" install "$storage/tools/verl/two-worker-grpo" --force
   export_runtime_env "$storage"
   trap stop_ray_head EXIT
   start_ray_head "$SMOKE_ROOT/ray-head.log" --num-gpus=1 ||
     die 2 "cannot start a Ray head (see $SMOKE_ROOT/ray-head.log) — is another Ray running here?"
   t2=$(now)
-  bash -c "$(python3 "$REPO/hack/bundle.py" driver-command "$storage" --profile "$PROFILE" --run-id "$run_id")" || status=$?
+  bash -c "$(python3 "$REPO/prep/bundle.py" driver-command "$storage" --profile "$PROFILE" --run-id "$run_id")" || status=$?
   t3=$(now)
   stop_ray_head
   t4=$(now)

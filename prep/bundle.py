@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Summary: Keep the bundle's hash chain: SHA256SUMS, the launcher's pin, install and checks.
 
-Usage: hack/bundle.py checksums | verify-scripts | install DEST [--force] | repin DIR
-       hack/bundle.py driver-command STORAGE_ROOT [--profile NAME] [--run-id ID] | launcher-sha256
+Usage: prep/bundle.py checksums | verify-scripts | install DEST [--force]
+       prep/bundle.py driver-command STORAGE_ROOT [--profile NAME] [--run-id ID]
 
 The bundle is every file under tools/verl/two-worker-grpo/ plus runtime-env.json; installed,
 they sit flat in <storage>/tools/verl/two-worker-grpo/ beside SHA256SUMS. The launcher is
@@ -177,32 +177,6 @@ def cmd_install(args: argparse.Namespace) -> int:
     return subprocess.run(["bash", str(dest / LAUNCHER_NAME), "--verify-bundle"]).returncode
 
 
-def cmd_repin(args: argparse.Namespace) -> int:
-    repin(Path(args.dir))
-    return 0
-
-
-def repin(folder: Path) -> None:
-    """Re-hash an installed bundle folder (tests add their own profile to a sandbox copy)."""
-    (folder / "SHA256SUMS").write_text(
-        sums_text(walk(folder, {LAUNCHER_NAME, "SHA256SUMS"})), encoding="utf-8")
-    pin_launcher(folder / LAUNCHER_NAME, sha256(folder / "SHA256SUMS"))
-
-
-def install_sandbox(dest: Path, profiles: dict) -> None:
-    """This working tree's bundle in dest with extra profiles (name -> text), its chain renewed
-    there, whatever the state of the repo's pins: tests and the multi-host smoke use it."""
-    install_files(dest, force=True)
-    for name, text in profiles.items():
-        (dest / "profiles" / f"{name}.env").write_text(text, encoding="utf-8")
-    repin(dest)
-
-
-def cmd_launcher_sha256(args: argparse.Namespace) -> int:
-    print(sha256(BUNDLE / LAUNCHER_NAME))
-    return 0
-
-
 def cmd_driver_command(args: argparse.Namespace) -> int:
     root = args.storage_root.rstrip("/") or "/"
     for value, name in ((root, "STORAGE_ROOT"), (args.profile, "PROFILE"), (args.run_id, "RUN_ID")):
@@ -223,16 +197,13 @@ def cmd_driver_command(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="hack/bundle.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="prep/bundle.py", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("checksums")
     sub.add_parser("verify-scripts")
-    sub.add_parser("launcher-sha256")
     p = sub.add_parser("install")
     p.add_argument("dest")
     p.add_argument("--force", action="store_true")
-    p = sub.add_parser("repin")
-    p.add_argument("dir")
     p = sub.add_parser("driver-command")
     p.add_argument("storage_root")
     p.add_argument("--profile", default="")
@@ -240,8 +211,9 @@ def main(argv=None) -> int:
     p.add_argument("--launcher", default=str(BUNDLE / LAUNCHER_NAME),
                    help="the launcher whose sha256 to pin (default: this checkout's)")
     args = parser.parse_args(argv)
-    handler = globals()["cmd_" + args.command.replace("-", "_")]
-    return handler(args)
+    handlers = {"checksums": cmd_checksums, "verify-scripts": cmd_verify_scripts,
+                "install": cmd_install, "driver-command": cmd_driver_command}
+    return handlers[args.command](args)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Summary: Put the profile's verl, model and GSM8K on the volume in the layout the bundle checks.
 
-Usage: hack/prepare-inputs.py prepare --prep-root ROOT [--profile NAME] [--verl-mirror URL_OR_PATH]
+Usage: prep/prepare-inputs.py prepare --prep-root ROOT [--profile NAME] [--verl-mirror URL_OR_PATH]
                                       [--model-source DIR] [--gsm8k-source DIR]
-       hack/prepare-inputs.py pin --prep-root ROOT [--profile NAME] [--name local] [--force]
+       prep/prepare-inputs.py pin --prep-root ROOT [--profile NAME] [--name local] [--force]
 
 prepare (make prepare-inputs), on the prep box, which may reach the network:
   verl   git clone of --verl-mirror (a URL or a local path; default the profile's VERL_REPO_URL)
@@ -30,11 +30,14 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-import inputs  # noqa: F401  (puts the bundle's twgrpo on sys.path)
-from inputs import gsm8k, layout, pin
-from twgrpo import hashing, parquet
-from twgrpo.findings import UsageError
-from twgrpo.profile import PROFILE_DIR, Profile, load_profile
+# Path bootstrap: the repo root (prep/, dev/) and the bundle's own twgrpo package.
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
+
+from prep.volume import gsm8k, layout, pin  # noqa: E402
+from twgrpo import hashing, parquet  # noqa: E402
+from twgrpo.findings import UsageError  # noqa: E402
+from twgrpo.profile import PROFILE_DIR, Profile, load_profile  # noqa: E402
 
 CONVERTER = "two-worker-grpo gsm8k-to-verl 1"
 

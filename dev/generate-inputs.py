@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Summary: Generate a self-contained storage root for the smoke run: verl, a tiny model, data.
 
-Usage: hack/generate-inputs.py --storage-root DIR --profile smoke-1x1 --verl-wheel WHEEL
-       hack/generate-inputs.py --storage-root DIR --profile FILE --verl-source DIR [--unpinned]
+Usage: dev/generate-inputs.py --storage-root DIR --profile smoke-1x1 --verl-wheel WHEEL
+       dev/generate-inputs.py --storage-root DIR --profile FILE --verl-source DIR [--unpinned]
 
 Nothing comes from a hub: a tiny random Qwen2 with a locally trained tokenizer, synthetic
 GSM8K-format parquet, and verl as a git checkout committed with a fixed identity and date.
@@ -18,11 +18,15 @@ import sys
 import zipfile
 from pathlib import Path
 
-import inputs  # noqa: F401  (puts the bundle's twgrpo on sys.path)
-from inputs import gsm8k, layout, model
-from twgrpo import hashing, parquet
-from twgrpo.findings import UsageError
-from twgrpo.profile import load_profile
+# Path bootstrap: the repo root (prep/, dev/) and the bundle's own twgrpo package.
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
+
+from dev.synth import model, wordproblems  # noqa: E402
+from prep.volume import gsm8k, layout  # noqa: E402
+from twgrpo import hashing, parquet  # noqa: E402
+from twgrpo.findings import UsageError  # noqa: E402
+from twgrpo.profile import load_profile  # noqa: E402
 
 SEED = 20261202
 CONVERTER = "two-worker-grpo synthetic-gsm8k 1"
@@ -97,8 +101,8 @@ def main(argv=None) -> int:
             return 2
     root = args.storage_root
     root.mkdir(parents=True, exist_ok=True)
-    splits = {"train": gsm8k.synthetic_split(SEED, "train", profile.TRAIN_ROWS),
-              "test": gsm8k.synthetic_split(SEED, "test", profile.TEST_ROWS)}
+    splits = {"train": wordproblems.synthetic_split(SEED, "train", profile.TRAIN_ROWS),
+              "test": wordproblems.synthetic_split(SEED, "test", profile.TEST_ROWS)}
     corpus = [f"{q} {gsm8k.INSTRUCTION}\n{a}" for rows in splits.values() for q, a in rows]
     try:
         commit = build_verl(profile, root, args.verl_wheel, args.verl_source)
