@@ -36,9 +36,12 @@ install_debian_packages() {
 }
 
 install_venv() {
-  local stamp=$VENV/.requirements.sha256 want
-  want=$(sha256sum "$REPO/tests/requirements.txt")
-  [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && return 0
+  # The stamp's first field is the hash of the requirements' content, so a venv shared between
+  # checkouts (a symlink) is reused wherever the requirements are the same.
+  local stamp=$VENV/.requirements.sha256 want have=""
+  want=$(sha256sum <"$REPO/tests/requirements.txt" | cut -d' ' -f1)
+  [[ -f "$stamp" ]] && have=$(cut -d' ' -f1 "$stamp")
+  [[ "$have" == "$want" ]] && return 0
   echo "tests: building $VENV from tests/requirements.txt"
   python3 -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REPO/tests/requirements.txt"
