@@ -207,7 +207,7 @@ def test_tutorial_flags_override_the_profile(tmp_path):
 
 def test_missing_run_folder_is_a_usage_error(tmp_path, capsys):
     assert postflight(tmp_path / "nope") == 2
-    assert "does not exist" in capsys.readouterr().err
+    assert "no run folder" in capsys.readouterr().err
 
 
 def test_missing_training_log_skips_the_log_checks(tmp_path, capsys):
@@ -217,3 +217,10 @@ def test_missing_training_log_skips_the_log_checks(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "(POST-E001)" in out
     assert re.search(r"fatal-markers \.+ skipped \(no training log\)", out)
+
+
+def test_a_run_without_run_json_says_which_profile_it_assumes(tmp_path, capsys):
+    run = make(tmp_path)
+    assert postflight(run) == 0
+    assert (f"postflight: {run / 'run.json'} is missing; judging with the default profile "
+            "tutorial-2x2-a100 (set PROFILE=<name>") in capsys.readouterr().err

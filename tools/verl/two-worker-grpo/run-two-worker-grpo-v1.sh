@@ -21,7 +21,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=9d2e1ea639d626ebe84cedc15ff12497fbc30596d6aba8bc4b21af4d17571d70
+readonly BUNDLE_SUMS_SHA256=9ec59458ac77df7d1671a01de512727e4edaf8e12846221e62d806e97bfd77bd
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 BUNDLE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)

@@ -92,4 +92,12 @@ CATALOG = {
     "POST-E025": ("the checkpoint tracker names another step", "latest_checkpointed_iteration.txt must hold the target step; the run did not save its last step."),
     "POST-E026": ("world-size communicators disagree on rank placement", "Two complete communicators map ranks to different processes: the log mixes runs; re-run with a new RUN_ID."),
     "POST-W001": ("a TensorBoard file ends in a cut-off record", "Usually the writer was stopped mid-write; earlier records are intact and were used."),
+    # The report (make report): what could not be read, so the page shows a gap, not a guess
+    "RPT-E001": ("run.json is missing or unreadable", "The launcher writes run.json first: check RUN_ID and PREP_ROOT; for a run started another way, set PROFILE= to the profile it used."),
+    "RPT-E002": ("a JSON record is unreadable", "Re-run make postflight RUN_ID=... to rewrite verification.json and actor-placement.json; inputs.json and preflight.json come only from the run itself."),
+    "RPT-E003": ("driver.log is missing or holds no phase line", "The launcher tees driver.log from its first line: the run was not started by the launcher, or its log was removed."),
+    "RPT-E004": ("SUCCESS or FAILED disagrees with the latest records", "The latest verification wins: read verification.json, fix what it names, and re-run make postflight RUN_ID=..."),
+    "RPT-E005": ("TensorBoard scalars cannot be charted", "See postflight's POST-E014..E017 for the event files; charts need readable events.out.tfevents.* under tensorboard/."),
+    "RPT-E006": ("no rollout samples can be shown", "See postflight's POST-E018..E020; samples come from rollouts/<step>.jsonl."),
+    "RPT-E007": ("the run has no verdict yet", "If the job has ended, its Driver was stopped before it could write FAILED: run make postflight RUN_ID=... to judge what it left."),
 }

@@ -20,6 +20,10 @@ from .profile import Profile, load_profile, with_overrides
 from .records import write_json
 
 
+# A run folder holds at least one of these; a folder with none is not a run (nothing to judge).
+RUN_FILES = ("run.json", "driver.log", "training.log", "inputs.json", "preflight.json")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="verify-two-worker-grpo-v1.py",
@@ -67,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", type=Path, help="the run folder")
     p.add_argument("--storage-root", type=Path, help="with --run-id: the volume's mount path here")
     p.add_argument("--run-id")
+    p.add_argument("--html", help="where to write the page (default: report.html in the run folder)")
+
+    p = sub.add_parser("runs", help="list every run on the volume with its verdict")
+    p.add_argument("--storage-root", type=Path, required=True, help="the volume's mount path here")
 
     for name, text in (("paths", "print the run's paths as KEY=value lines (launcher)"),
                        ("env", "print the driver environment, NUL-separated (launcher)"),
@@ -92,14 +100,15 @@ def run_folder(args: argparse.Namespace):
     """The run folder and RUN_ID: --output-dir, or --storage-root with --run-id."""
     run_id = args.run_id
     if run_id == "":
-        raise UsageError("no RUN_ID given: make postflight RUN_ID=<run> (or --run-id RUN_ID)")
+        raise UsageError(f"no RUN_ID given: make {args.phase} RUN_ID=<run> (make runs lists "
+                         "them; or --run-id RUN_ID)")
     if run_id is not None and not RUN_ID.match(run_id):
         raise UsageError(f"RUN_ID {run_id!r} must match {RUN_ID.pattern} (set RUN_ID=<run>)")
     if args.output_dir is not None:
         return args.output_dir, run_id or args.output_dir.name
     if args.storage_root is None or not run_id:
         raise UsageError("name the run: --output-dir RUN_FOLDER, or --storage-root ROOT --run-id "
-                         "RUN_ID (make postflight RUN_ID=<run>)")
+                         f"RUN_ID (make {args.phase} RUN_ID=<run>)")
     return command.run_dir(args.storage_root, run_id), run_id
 
 
@@ -107,9 +116,17 @@ def profile_for(args: argparse.Namespace) -> Profile:
     """The profile, from the run's own record when there is one, then the command line."""
     name = getattr(args, "profile", None)
     if not name and args.phase in ("postflight", "report"):
-        record = run_folder(args)[0] / "run.json"
+        folder = run_folder(args)[0]
+        record = folder / "run.json"
         if record.is_file():
             return _profile_from_record(record)
+        if args.phase == "postflight" and folder.is_dir():
+            if not any((folder / name).exists() for name in RUN_FILES):
+                raise UsageError(f"{folder} holds none of {', '.join(RUN_FILES)}: it is not a run "
+                                 "folder (check RUN_ID= and PREP_ROOT=; make runs lists runs)")
+            print(f"postflight: {record} is missing; judging with the default profile "
+                  f"{load_profile(None).PROFILE_NAME} (set PROFILE=<name> if the run used another)",
+                  file=sys.stderr, flush=True)
     return load_profile(name)
 
 
@@ -132,8 +149,8 @@ def apply_size_flags(profile: Profile, args: argparse.Namespace) -> Profile:
 
 def cmd_inputs(args: argparse.Namespace, profile: Profile) -> int:
     if not args.storage_root.is_dir():
-        raise UsageError(f"storage root {args.storage_root} is not a directory; mount the shared "
-                         "volume and pass its path")
+        raise UsageError(f"storage root {args.storage_root} is not a directory: mount the shared "
+                         "volume and set PREP_ROOT= to its path on this box (--storage-root)")
     ctx = inputs.InputsContext.build(profile, args.storage_root, args.verl_root, args.model_root,
                                      args.data_root)
     print(f"inputs: profile {profile.PROFILE_NAME}, storage {ctx.storage_root}", flush=True)
@@ -214,14 +231,20 @@ def cmd_postflight(args: argparse.Namespace, profile: Profile) -> int:
     return postflight.main(args, apply_size_flags(profile, args))
 
 
+def cmd_runs(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+    from . import runs
+    return runs.main(args)
+
+
 def cmd_report(args: argparse.Namespace, profile: Profile) -> int:
     from . import report
-    return report.main(args, profile)
+    return report.main(args, profile, *run_folder(args))
 
 
 HANDLERS = {"inputs": cmd_inputs, "preflight": cmd_preflight, "postflight": cmd_postflight,
             "report": cmd_report, "paths": cmd_paths, "env": cmd_env, "command": cmd_command,
-            "runtime-env": cmd_runtime_env, "record-run": cmd_record_run, "catalog": cmd_catalog}
+            "runtime-env": cmd_runtime_env, "record-run": cmd_record_run, "catalog": cmd_catalog,
+            "runs": cmd_runs}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -231,8 +254,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
     try:
-        profile = None if args.phase == "catalog" else profile_for(args)
+        profile = None if args.phase in ("catalog", "runs") else profile_for(args)
         return HANDLERS[args.phase](args, profile)
     except UsageError as exc:
         print(f"verify-two-worker-grpo-v1: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `make report | head` closed the pipe: the reader has what it wants
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

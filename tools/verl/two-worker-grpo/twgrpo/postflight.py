@@ -14,7 +14,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import checkpoint, placement, tfevents, trainlog
+from . import checkpoint, humane, placement, tfevents, trainlog
 from .findings import (Finding, Skip, UsageError, finding, mismatch, phase_record,
                        print_findings, run_checks, utc_now, verdict)
 from .profile import Profile
@@ -279,11 +279,13 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
     from .cli import run_folder
     run_dir, run_id = run_folder(args)
     if not run_dir.is_dir():
-        raise UsageError(f"run folder {run_dir} does not exist (check RUN_ID and the storage root)")
+        raise UsageError(f"no run folder {run_dir}: set RUN_ID= to a run under PREP_ROOT= "
+                         "(make runs lists them)")
     world = args.world_size or profile.world_size
     ctx = PostflightContext(profile, run_dir, run_id, args.training_log or run_dir / "training.log", world)
-    print(f"postflight: run {run_id}, profile {profile.PROFILE_NAME}: {profile.NODES} nodes x "
-          f"{profile.GPUS_PER_NODE} GPUs, {profile.TARGET_STEPS} steps", flush=True)
+    print(f"postflight: run {run_id}, profile {profile.PROFILE_NAME}: "
+          f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
+          f"{humane.plural(profile.TARGET_STEPS, 'step')}", flush=True)
     results = run_checks("postflight", CHECKS, ctx)
     print_findings(results)
     code = verdict("postflight", results)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-from . import sizes
+from . import humane, sizes
 from .command import FIXED_ENV, HF_ROLLOUT_MODULE
 from .findings import (Finding, Skip, UsageError, finding, mismatch, phase_record,
                        print_findings, run_checks, verdict)
@@ -346,8 +346,8 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
                            args.probe_timeout)
     ctx.token = f"{run_id} {secrets.token_hex(8)}\n"
     write_text(run_dir / "shared-storage-sentinel", ctx.token)
-    print(f"preflight: profile {profile.PROFILE_NAME}: {profile.NODES} nodes x "
-          f"{profile.GPUS_PER_NODE} {profile.GPU_MODEL} (world size {profile.world_size})", flush=True)
+    print(f"preflight: profile {profile.PROFILE_NAME}: "
+          f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}", flush=True)
     results = run_checks("preflight", CHECKS, ctx)
     rows = topology(ctx)
     for row in rows:

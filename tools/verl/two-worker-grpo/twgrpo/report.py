@@ -1,53 +1,99 @@
-"""A human summary of one run folder, from its records (make report RUN_ID=...)."""
+"""make report RUN_ID=...: report.html in the run folder, and a text summary of the same facts."""
 from __future__ import annotations
 
 import argparse
-import json
+import os
 from pathlib import Path
-from typing import Any, Dict
+from typing import List, Optional
 
-from .findings import UsageError
+from . import bounded, page, runview
+from .findings import UsageError, utc_now
+from .humane import duration, number, topology, when
 from .profile import Profile
+from .records import write_text
+
+REPORT_NAME = "report.html"
 
 
-def _load(path: Path) -> Dict[str, Any]:
+def run_json_problem(run_dir: Path) -> Optional[str]:
+    """Why the run's own record cannot give the profile, or None when it can."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+        data = bounded.read_object(run_dir / "run.json")
+    except bounded.Unreadable as exc:
+        return f"run.json is {exc}" if str(exc) == "missing" else f"run.json cannot be read: {exc}"
+    profile = data.get("profile")
+    if not isinstance(profile, dict) or not isinstance(profile.get("values"), dict):
+        return "run.json holds no profile values"
+    return None
 
 
-def main(args: argparse.Namespace, profile: Profile) -> int:
-    from .cli import run_folder
-    run_dir, run_id = run_folder(args)
+def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]:
+    p, v = view.profile, view.verdict
+    lines = [f"run {view.run_id}: {v.summary}"]
+    lines += [f"  conflict: {c}" for c in v.conflicts]
+    lines.append(f"  profile   {view.profile_name}: "
+                 f"{topology(p.get('NODES'), p.get('GPUS_PER_NODE'), p.get('GPU_MODEL'))}, "
+                 f"{p.get('TARGET_STEPS', '?')} steps, rollout {p.get('ROLLOUT_ENGINE', '?')}, "
+                 f"lr {number(_float(p.get('LEARNING_RATE')))}")
+    lines.append(f"  started   {when(view.run.get('started_at'))} on {view.run.get('driver_host', '?')}")
+    phases = []
+    for ph in view.phases:
+        took = f" {duration(ph.seconds)}" if ph.seconds is not None else ""
+        phases.append(f"{ph.name} {ph.status}{took}")
+    lines.append("  phases    " + " · ".join(phases))
+    hosts = {}
+    for a in view.actors:
+        hosts.setdefault(a.get("node_id"), []).append(str(a.get("rank")))
+    for w in view.workers[:16]:
+        names = sorted({str(n) for n in w.get("gpu_names", [])}) if isinstance(w.get("gpu_names"), list) else []
+        ranks = hosts.get(w.get("node_id"), [])
+        lines.append(f"  node {w.get('ordinal', '?')}    {w.get('hostname', '?')} ({w.get('node_ip', '?')}, "
+                     f"{'head' if w.get('is_head') else 'worker'}): {w.get('gpu_count', '?')} x "
+                     f"{', '.join(names) or '?'}, driver {', '.join(map(str, w.get('driver', [])))}, "
+                     f"ranks {', '.join(ranks) or 'none'}")
+    if len(view.workers) > 16:
+        lines.append(f"  ... and {len(view.workers) - 16} more nodes (the page shows them)")
+    latest = [(tag, points[-1]) for tag, points in view.series[:len(runview.KEY_SCALARS)]
+              if tag in runview.KEY_SCALARS and points]
+    if latest:
+        lines.append("  metrics   " + " · ".join(f"{tag} {number(value)}" for tag, (_, value) in latest[:5])
+                     + f" (step {latest[0][1][0]})")
+    for note in view.notes():
+        lines.append(f"  note      {note}")
+    lines.append(f"  findings  {len(view.findings) or 'none'}")
+    for phase, f in view.findings[:20]:
+        lines.append(f"    {phase}: {f.obj}: ({f.id}) {f.message}")
+        if f.hint:
+            lines.append(f"        HINT: {f.hint}")
+    if len(view.findings) > 20:
+        lines.append(f"    ... {len(view.findings) - 20} more on the page")
+    if html_path:
+        lines.append(f"report: {html_path}")
+    lines.append(f"tensorboard: tensorboard --logdir {view.run_dir / 'tensorboard'}")
+    return lines
+
+
+def _float(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def main(args: argparse.Namespace, profile: Profile, run_dir: Path, run_id: str) -> int:
     if not run_dir.is_dir():
-        raise UsageError(f"run folder {run_dir} does not exist")
-    if (run_dir / "SUCCESS").is_file():
-        verdict = f"SUCCESS ({(run_dir / 'SUCCESS').read_text(encoding='utf-8').strip()})"
-    elif (run_dir / "FAILED").is_file():
-        fields = dict(line.split("=", 1) for line in
-                      (run_dir / "FAILED").read_text(encoding="utf-8").splitlines() if "=" in line)
-        verdict = (f"FAILED in phase {fields.get('phase')} (exit {fields.get('exit_status')}, "
-                   f"signal {fields.get('signal')}, {fields.get('time')})")
-    else:
-        verdict = "no SUCCESS or FAILED yet (running, or stopped without a trace)"
-    print(f"run {run_id}: {verdict}")
-    print(f"profile {profile.PROFILE_NAME}: {profile.NODES} nodes x {profile.GPUS_PER_NODE} "
-          f"{profile.GPU_MODEL}, {profile.TARGET_STEPS} steps, rollout {profile.ROLLOUT_ENGINE}")
-    for name in ("inputs.json", "preflight.json", "verification.json"):
-        record = _load(run_dir / name)
-        if record:
-            failed = [c["name"] for c in record.get("checks", []) if c.get("status") == "failed"]
-            print(f"{record.get('phase')}: {record.get('status')}"
-                  + (f" (failed: {', '.join(failed)})" if failed else ""))
-    for worker in _load(run_dir / "preflight.json").get("workers", []):
-        print(f"  node {worker['ordinal']}: {worker['hostname']} {worker['node_ip']} "
-              f"{'head' if worker.get('is_head') else 'worker'}, {worker['gpu_count']} x "
-              f"{', '.join(sorted(set(worker['gpu_names'])))}, driver {', '.join(worker['driver'])}")
-    placement = _load(run_dir / "actor-placement.json")
-    if placement.get("node_counts"):
-        print(f"ranks per node: {placement['node_counts']}")
-    metrics = _load(run_dir / "verification.json").get("evidence", {}).get("tensorboard", {})
-    for tag, value in sorted(metrics.get("metrics", {}).items()):
-        print(f"  {tag} at step {value['step']}: {value['value']}")
+        raise UsageError(f"no run folder {run_dir}: set RUN_ID= to a run under PREP_ROOT= "
+                         "(make runs lists them)")
+    problem = None if getattr(args, "profile", None) else run_json_problem(run_dir)
+    view = runview.load(run_dir, run_id, dict(profile.values), profile.PROFILE_NAME, problem)
+    target = Path(args.html) if getattr(args, "html", None) else run_dir / REPORT_NAME
+    try:
+        write_text(target, page.render(view, utc_now()))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(target, 0o644 & ~umask)  # a page on shared storage is for everyone to open
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror}; set REPORT_HTML=<a writable "
+                         "path> (--html) to put the page elsewhere")
+    print("\n".join(summary_lines(view, target)), flush=True)
     return 0

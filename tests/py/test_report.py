@@ -1,0 +1,208 @@
+"""make report and make runs on the real run's artifacts and on hostile or damaged copies:
+the page parses (HTML and every SVG), escapes what it shows, stays bounded, and says what it
+could not read."""
+import html.parser
+import json
+import os
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from tbwrite import write_events
+from twgrpo import humane, runverdict
+from twgrpo.cli import main
+from twgrpo.postflight import REQUIRED_SCALARS
+from twgrpo.runview import MAX_POINTS, MAX_SAMPLE_CHARS
+
+FIXTURE = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run").glob("smoke-*"))
+
+
+class Page(html.parser.HTMLParser):
+    """Every element with its attributes, and the text, as the standard library parses it."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.elements, self.text = [], []
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    def tags(self, name):
+        return [attrs for tag, attrs in self.elements if tag == name]
+
+
+@pytest.fixture
+def run(tmp_path):
+    copy = tmp_path / "runs" / "verl" / "two-worker-grpo" / FIXTURE.name
+    shutil.copytree(FIXTURE, copy)
+    return copy
+
+
+def report(run, capsys, *extra):
+    code = main(["report", "--output-dir", str(run), *extra])
+    out = capsys.readouterr().out
+    return code, out, (run / "report.html").read_text(encoding="utf-8")
+
+
+def svgs(text):
+    return re.findall(r"<svg\b.*?</svg>", text, re.S)
+
+
+def test_the_real_run_gets_a_page_with_its_verdict_topology_and_one_chart_per_scalar(run, capsys):
+    code, out, text = report(run, capsys)
+    assert code == 0
+    page = Page(text)
+    assert [a.get("class") for a in page.tags("section")] == ["banner SUCCESS"]
+    charts = {a["data-tag"] for a in page.tags("figure")}
+    assert set(REQUIRED_SCALARS) <= charts and len(charts) == 64  # every scalar of the real run
+    for picture in svgs(text):
+        ET.fromstring(picture)  # every SVG is well-formed XML
+    topology = next(p for p in svgs(text) if "topology-svg" in p)
+    assert "node 0 · vm" in topology and "rank 0 · pid 4281" in topology and "H200" in topology
+    assert "1e-06" in text and "9.99999" not in text
+    assert "1 node x 1 GPU (any model)" in text
+    assert "All rewards are 0, as expected" in text
+    assert "1e2402e6ec4b" not in "".join(page.text)  # hostnames, not Ray node ids
+    assert f"report: {run / 'report.html'}" in out
+
+
+def test_the_page_is_self_contained_and_runs_nothing(run, capsys):
+    _, _, text = report(run, capsys)
+    page = Page(text)
+    assert not page.tags("script") and not page.tags("link") and not page.tags("img")
+    for tag, attrs in page.elements:
+        assert not any(k.startswith("on") for k in attrs), (tag, attrs)
+        for key in ("src", "href"):
+            assert not attrs.get(key), (tag, attrs)
+    assert "default-src 'none'" in page.tags("meta")[1]["content"]
+    assert not re.search(r"url\(|@import|https?://(?!www\.w3\.org/2000/svg)", text)
+
+
+def test_the_page_is_written_atomically_and_readable_by_others(run, capsys):
+    (run / "report.html").write_text("an older page")
+    report(run, capsys)
+    assert sorted(p.name for p in run.iterdir() if p.name.startswith(".")) == []
+    assert (run / "report.html").stat().st_mode & 0o044 == 0o044
+    assert "an older page" not in (run / "report.html").read_text()
+
+
+def test_hostile_artifacts_are_shown_as_text_and_never_run(run, capsys):
+    rollout = run / "rollouts" / "2.jsonl"
+    rows = [json.loads(line) for line in rollout.read_text().splitlines()]
+    rows[0]["output"] = "</pre><script>alert('rollout')</script><img src=x onerror=alert(1)>\x00\x1b[31m"
+    rows[1]["input"] = "A" * (5 * MAX_SAMPLE_CHARS)
+    rollout.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    preflight = json.loads((run / "preflight.json").read_text())
+    preflight["workers"][0]["hostname"] = "<svg onload=alert(2)>vm]]>&"
+    (run / "preflight.json").write_text(json.dumps(preflight))
+    code, _, text = report(run, capsys)
+    assert code == 0
+    page = Page(text)
+    assert not page.tags("script") and not page.tags("img")
+    assert all(not any(k.startswith("on") for k in attrs) for _, attrs in page.elements)
+    assert "<script>alert('rollout')</script>" in "".join(page.text)  # shown, as text
+    assert "A" * MAX_SAMPLE_CHARS in text and "A" * (MAX_SAMPLE_CHARS + 1) not in text
+    for picture in svgs(text):
+        ET.fromstring(picture)  # no control character or markup breaks the SVG
+
+
+def test_unreadable_records_become_findings_and_nothing_hangs(run, capsys):
+    (run / "run.json").unlink()
+    os.mkfifo(run / "run.json")  # opening a FIFO would block forever
+    (run / "actor-placement.json").write_text("{not json")
+    (run / "driver.log").unlink()
+    code, out, text = report(run, capsys)
+    assert code == 0
+    for fid in ("RPT-E001", "RPT-E002", "RPT-E003"):
+        assert fid in out and fid in text
+    assert "not a regular file" in out
+
+
+def test_an_empty_run_folder_says_what_is_missing_instead_of_guessing(tmp_path, capsys):
+    empty = tmp_path / "exp-1"
+    empty.mkdir()
+    code, out, _ = report(empty, capsys)
+    assert code == 0
+    assert "(RPT-E001) run.json is missing; the report assumes profile tutorial-2x2-a100" in out
+    assert "(RPT-E007)" in out and "no SUCCESS or FAILED yet" in out
+
+
+def test_charts_stay_bounded_on_a_long_run(run, capsys):
+    for path in (run / "tensorboard").iterdir():
+        path.unlink()
+    write_events(run / "tensorboard" / "events.out.tfevents.1.host.1.0",
+                 [(s, {"actor/lr": 1e-6, "critic/score/mean": s / 5000}) for s in range(1, 5001)])
+    _, _, text = report(run, capsys)
+    chart = next(p for p in svgs(text) if "L" in p and "5,000" in p)
+    points = re.search(r'<path d="([^"]+)"', chart).group(1).count("L") + 1
+    assert points == MAX_POINTS
+    assert "step 5000: 1" in text
+
+
+@pytest.mark.parametrize("marker, verification, status, conflict", [
+    ("SUCCESS", "passed", "SUCCESS", None),
+    ("SUCCESS", "failed", "FAILED", "superseded by the latest postflight"),
+    ("FAILED", "passed", "FAILED", "a later postflight passed"),
+    (None, "failed", "FAILED", None),
+    (None, None, "INCOMPLETE", None),
+])
+def test_the_verdict_follows_the_latest_records(run, marker, verification, status, conflict):
+    for name in ("SUCCESS", "FAILED"):
+        if (run / name).exists():
+            (run / name).unlink()
+    if marker == "SUCCESS":
+        (run / "SUCCESS").write_text("2026-12-02T13:10:34+00:00\n")
+    elif marker == "FAILED":
+        (run / "FAILED").write_text("time=x\nphase=training\nexit_status=1\nsignal=none\n")
+    record = run / "verification.json"
+    if verification is None:
+        record.unlink()
+    else:
+        data = json.loads(record.read_text())
+        data["status"] = verification
+        record.write_text(json.dumps(data))
+    found = runverdict.latest_verdict(run)
+    assert found.status == status
+    assert (conflict is None) == (not found.conflicts)
+    if conflict:
+        assert conflict in found.conflicts[0]
+
+
+def test_make_runs_lists_every_run_with_its_verdict(run, capsys):
+    storage = run.parents[3]
+    other = run.parent / "exp-broken"
+    shutil.copytree(run, other)
+    (other / "SUCCESS").unlink()
+    (other / "FAILED").write_text("phase=training\nexit_status=1\n")
+    (run.parent / "half-made").mkdir()
+    assert main(["runs", "--storage-root", str(storage)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["RUN_ID", "STARTED", "TOOK", "PROFILE", "VERDICT"]
+    rows = {line.split()[0]: line for line in lines[1:-1]}
+    assert rows[run.name].endswith("56 s  smoke-1x1  SUCCESS")
+    assert rows["exp-broken"].endswith("FAILED (conflict)")  # FAILED stays beside a passing record
+    assert rows["half-made"].split()[1:] == ["—", "—", "?", "INCOMPLETE"]
+    assert lines[-1].startswith("runs: 3 under ")
+
+
+@pytest.mark.parametrize("value, text", [
+    (9.999999974752427e-07, "1e-06"), (0.38327037825059884, "0.3833"), (2.0, "2"),
+    (94091471668.0, "94,091,471,668"), (float("nan"), "NaN"), (None, "—"), (6.205653190612793, "6.206"),
+])
+def test_numbers_are_written_for_people(value, text):
+    assert humane.number(value) == text
+
+
+def test_durations_sizes_and_topologies_read_naturally():
+    assert [humane.duration(s) for s in (0, 53, 245, 7380)] == ["0 s", "53 s", "4 min 05 s", "2 h 03 min"]
+    assert humane.size(1463140) == "1.4 MiB"
+    assert humane.topology("1", "1", "*") == "1 node x 1 GPU (any model)"
+    assert humane.topology(2, 2, "NVIDIA A100-SXM4-80GB") == \
+        "2 nodes x 2 GPUs (NVIDIA A100-SXM4-80GB), world size 4"

@@ -1,0 +1,301 @@
+"""The report page: one self-contained HTML file (inline CSS and SVG, no script, no network).
+
+It must open from shared storage on an offline cluster, and artifacts may be hostile: every
+value goes through svg.text() (escaped), and a Content-Security-Policy forbids scripts and
+remote loads even if something slipped through.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Tuple
+
+from . import svg
+from .humane import duration, number, size, topology, when
+from .runview import KEY_SCALARS, RunView
+from .svg import text
+
+CSS = """
+:root{--ink:#1f2933;--muted:#616e7c;--line:#e4e7eb;--ok:#15803d;--bad:#b91c1c;--warn:#b45309;
+--okbg:#ecfdf3;--badbg:#fef2f2;--warnbg:#fffbeb;--accent:#2563eb}
+*{box-sizing:border-box}
+body{margin:0;background:#f5f7fa;color:var(--ink);font:15px/1.5 system-ui,-apple-system,"Segoe UI",
+Roboto,"DejaVu Sans",sans-serif}
+main{max-width:1240px;margin:0 auto;padding:28px 32px 48px}
+h1{font-size:24px;margin:0 0 4px;word-break:break-all}
+h2{font-size:18px;margin:36px 0 12px;padding-bottom:6px;border-bottom:1px solid var(--line)}
+h3{font-size:15px;margin:18px 0 8px}
+.sub{color:var(--muted);margin:0 0 18px}
+code,pre,.mono{font-family:ui-monospace,"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:13px}
+.banner{border-radius:12px;padding:18px 22px;margin:8px 0 14px;border:1px solid}
+.banner .word{font-size:30px;font-weight:800;letter-spacing:.02em}
+.banner .why{font-size:16px;margin-top:2px}
+.SUCCESS{background:var(--okbg);border-color:#86efac;color:#14532d}
+.FAILED{background:var(--badbg);border-color:#fca5a5;color:#7f1d1d}
+.INCOMPLETE{background:var(--warnbg);border-color:#fcd34d;color:#78350f}
+.phases{display:grid;grid-template-columns:repeat(4,1fr);gap:12px;margin:14px 0}
+.phase{background:#fff;border:1px solid var(--line);border-radius:10px;padding:12px 14px}
+.phase .name{font-size:12px;text-transform:uppercase;letter-spacing:.06em;color:var(--muted)}
+.phase .state{font-size:17px;font-weight:700}
+.phase .state.passed{color:var(--ok)}.phase .state.failed,.phase .state.bad{color:var(--bad)}
+.phase .state.other{color:var(--warn)}
+.phase .detail{color:var(--muted);font-size:13px}
+.facts{display:grid;grid-template-columns:repeat(3,1fr);gap:10px 24px;background:#fff;
+border:1px solid var(--line);border-radius:10px;padding:16px 18px}
+.facts div span{display:block;font-size:12px;color:var(--muted);text-transform:uppercase;
+letter-spacing:.05em}
+.note{background:#eff6ff;border:1px solid #bfdbfe;border-radius:10px;padding:12px 16px;margin:14px 0}
+.note.warn{background:var(--warnbg);border-color:#fcd34d}
+table{border-collapse:collapse;width:100%;background:#fff;border:1px solid var(--line);
+border-radius:10px;overflow:hidden}
+th,td{text-align:left;padding:7px 12px;border-bottom:1px solid var(--line);vertical-align:top}
+th{font-size:12px;color:var(--muted);text-transform:uppercase;letter-spacing:.05em;background:#fafbfc}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.timeline .bar{height:14px;border-radius:7px;background:var(--accent);min-width:4px}
+.timeline .bar.failed{background:var(--bad)}.timeline td.track{width:55%}
+.figure-wrap{background:#fff;border:1px solid var(--line);border-radius:10px;padding:14px;overflow-x:auto}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(270px,1fr));gap:12px}
+.chart{margin:0;background:#fff;border:1px solid var(--line);border-radius:10px;padding:10px 12px 4px}
+.chart figcaption{font-size:13px;line-height:1.35}
+.chart .tag{display:block;font-weight:600;overflow-wrap:anywhere}
+.chart .last{display:block;color:var(--muted);font-size:12px}
+.chart svg{display:block;max-width:100%;height:auto}
+.samples pre{white-space:pre-wrap;word-break:break-word;margin:0;max-height:140px;overflow:auto}
+.samples td:nth-child(1),.samples td:nth-child(2){width:44%}
+.charts.small{grid-template-columns:repeat(auto-fill,minmax(214px,1fr));gap:10px}
+.chart.small figcaption{font-size:12px}
+.finding{background:#fff;border:1px solid var(--line);border-left:4px solid var(--bad);
+border-radius:8px;padding:10px 14px;margin:8px 0}
+.finding.warning{border-left-color:var(--warn)}
+.finding .id{font-weight:700;font-family:ui-monospace,"DejaVu Sans Mono",monospace}
+.finding .hint{color:var(--muted);margin-top:4px}
+.ok-line{color:var(--ok);font-weight:600}
+details summary{cursor:pointer;color:var(--accent)}
+footer{margin-top:40px;color:var(--muted);font-size:13px}
+"""
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def _phase_card(phase) -> str:
+    state = phase.status
+    css = "passed" if state == "passed" else "failed" if state == "failed" else \
+        "bad" if state.startswith(("exit", "stopped")) else "other"
+    bits = []
+    if phase.checks:
+        failed = len(phase.failed_checks)
+        bits.append(f"{phase.checks} checks" + (f", {failed} failed" if failed else ""))
+    if phase.seconds is not None:
+        bits.append(duration(phase.seconds))
+    if phase.name == "training" and phase.exit_status is not None:
+        bits.append(f"exit status {phase.exit_status}")
+    return (f'<div class="phase" data-phase="{text(phase.name)}"><div class="name">'
+            f'{text(phase.name)}</div><div class="state {css}">{text(state)}</div>'
+            f'<div class="detail">{text(" · ".join(bits) or "no record")}</div></div>')
+
+
+def _facts(view: RunView) -> str:
+    p, run = view.profile, view.run
+    total = sum(ph.seconds or 0 for ph in view.phases)
+    items = [
+        ("profile", f"{view.profile_name}"),
+        ("topology", topology(p.get("NODES"), p.get("GPUS_PER_NODE"), p.get("GPU_MODEL"))),
+        ("training", f"{p.get('TARGET_STEPS', '?')} GRPO steps · batch {p.get('TRAIN_BATCH_SIZE', '?')}"
+                     f" x {p.get('ROLLOUT_N', '?')} responses · lr {number(_float(p.get('LEARNING_RATE')))}"),
+        ("rollout", f"{p.get('ROLLOUT_ENGINE', '?')} · max {p.get('MAX_RESPONSE_LENGTH', '?')} "
+                    "response tokens"),
+        ("started", when(run.get("started_at"))),
+        ("launcher time", duration(total) if total else "—"),
+        ("driver host", str(run.get("driver_host", "—"))),
+        ("python", str(run.get("python", "—"))),
+        ("storage root", str(run.get("storage_root", "—"))),
+    ]
+    return '<div class="facts">' + "".join(
+        f"<div><span>{text(k)}</span>{text(v)}</div>" for k, v in items) + "</div>"
+
+
+def _float(value: Any):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _timeline(view: RunView) -> str:
+    longest = max([ph.seconds or 0 for ph in view.phases] + [1])
+    rows = []
+    for ph in view.phases:
+        width = 100 * (ph.seconds or 0) / longest
+        css = "failed" if ph.status not in ("passed", "running", "not run") else ""
+        bar = f'<div class="bar {css}" style="width:{width:.1f}%"></div>' if ph.started else ""
+        rows.append(f"<tr><td>{text(ph.name)}</td><td>{text(when(ph.started) if ph.started else '—')}"
+                    f'</td><td class="num">{text(duration(ph.seconds))}</td><td>{text(ph.status)}'
+                    f'</td><td class="track">{bar}</td></tr>')
+    return ('<table class="timeline"><tr><th>phase</th><th>started</th><th>took</th><th>status</th>'
+            "<th>share of the longest phase</th></tr>" + "".join(rows) + "</table>")
+
+
+def _transport(view: RunView) -> Tuple[str, str]:
+    """(a short label for the picture, the evidence in a sentence)."""
+    actors = view.actors
+    if not actors:
+        text_ = "No rank placement yet: postflight writes actor-placement.json from training.log."
+        return "ranks: not placed yet", text_
+    socket = all(a.get("nccl_transport") == "Socket" for a in actors)
+    rdma_off = all(a.get("rdma_disabled") for a in actors)
+    world = len(actors)
+    peers = sorted({str(a.get("connected_peer_ranks", "?")) for a in actors})
+    nccl = "NCCL over Socket (TCP)" if socket else "NCCL transport not proven to be Socket"
+    rdma = "RDMA off" if rdma_off else "RDMA not proven off"
+    short = f"{world} {'rank' if world == 1 else 'ranks'} · {nccl} · {rdma}"
+    gloo = ("a single rank has no Gloo peers" if world == 1 else
+            f"each rank's Gloo full mesh connected {', '.join(peers)} of {world - 1} peers")
+    long = (f"Evidence from training.log: {'the rank' if world == 1 else f'all {world} ranks'} "
+            f"finished NCCL init; {nccl}, {rdma} (NCCL_IB_DISABLE set by environment to 1); {gloo}.")
+    return short, long
+
+
+def _ranks_table(view: RunView) -> str:
+    hosts = {w.get("node_id"): w.get("hostname") for w in view.workers}
+    rows = "".join(
+        f'<tr><td>{text(a.get("rank"))}</td><td>{text(hosts.get(a.get("node_id"), a.get("hostname", "?")))}'
+        f'</td><td>{text(a.get("node_ip", "?"))}</td><td>{text(a.get("pid", "?"))}</td>'
+        f'<td>{text(a.get("cuda_dev", "?"))}</td><td>{text(a.get("nccl_transport", "?"))}</td>'
+        f'<td>{"off" if a.get("rdma_disabled") else "?"}</td></tr>' for a in view.actors[:256])
+    if not rows:
+        return ""
+    return ("<table><tr><th>rank</th><th>host</th><th>IP</th><th>pid</th><th>CUDA device</th>"
+            "<th>NCCL</th><th>RDMA</th></tr>" + rows + "</table>")
+
+
+def _chart(tag: str, points, small: bool = False) -> str:
+    last = f"step {points[-1][0]}: {number(points[-1][1])}" if points else "no points"
+    size_ = (240, 118) if small else (300, 150)
+    return (f'<figure class="chart{" small" if small else ""}" data-tag="{text(tag)}"><figcaption>'
+            f'<span class="tag">{text(tag)}</span><span class="last">{text(last)}</span></figcaption>'
+            f"{svg.line_chart(points, *size_)}</figure>")
+
+
+def _charts(view: RunView) -> str:
+    if not view.series:
+        return '<p class="sub">No TensorBoard scalars could be read (see the findings).</p>'
+    key = [(t, p) for t, p in view.series if t in KEY_SCALARS]
+    rest = [(t, p) for t, p in view.series if t not in KEY_SCALARS]
+    out = ["<h3>Key metrics</h3>", '<div class="charts">', *(_chart(t, p) for t, p in key), "</div>"]
+    if rest:
+        out += [f"<h3>Every other scalar, A to Z ({len(rest)})</h3>", '<div class="charts small">',
+                *(_chart(t, p, small=True) for t, p in rest), "</div>"]
+    if view.more_tags:
+        out.append(f'<p class="sub">{len(view.more_tags)} more scalars are in TensorBoard: '
+                   f'{text(", ".join(view.more_tags[:20]), 600)}</p>')
+    return "".join(out)
+
+
+def _samples(view: RunView) -> str:
+    if not view.samples:
+        return '<p class="sub">No rollout file could be read.</p>'
+    out = []
+    for step, data in sorted(view.samples.items()):
+        s = data["scores"]
+        out.append(f"<h3>Step {text(step)}: {text(data['count'])} responses, score mean "
+                   f"{text(number(s['mean']))}, min {text(number(s['min']))}, max "
+                   f"{text(number(s['max']))}" + (f", {data['bad']} malformed" if data["bad"] else "")
+                   + f" (the first {len(data['rows'])} shown)</h3>")
+        rows = "".join(f'<tr><td><pre>{text(r["input"], 700)}</pre></td><td><pre>{text(r["output"], 700)}'
+                       f'</pre></td><td>{text(r["gts"], 80)}</td><td class="num">'
+                       f'{text(number(r["score"]))}</td></tr>' for r in data["rows"])
+        out.append('<table class="samples"><tr><th>prompt</th><th>response</th><th>expected</th>'
+                   f"<th>score</th></tr>{rows}</table>")
+    return "".join(out)
+
+
+def _shards(view: RunView) -> str:
+    if not view.shards:
+        return '<p class="sub">No checkpoint shard found.</p>'
+    rows = "".join(f'<tr><td class="mono">{text(name, 160)}</td><td class="num">{text(size(n))}'
+                   f"</td><td>{text(state)}</td></tr>" for name, n, state in view.shards)
+    return "<table><tr><th>shard</th><th>size</th><th>state</th></tr>" + rows + "</table>"
+
+
+def _findings(view: RunView) -> str:
+    if not view.findings:
+        return '<p class="ok-line">No findings: every check passed and every record was readable.</p>'
+    out = []
+    for phase, f in view.findings:
+        out.append(f'<div class="finding {text(f.level)}"><span class="id">{text(f.id)}</span> '
+                   f'<span class="mono">{text(phase)}</span> · {text(f.obj, 160)}<div>'
+                   f'{text(f.message, 1200)}</div><div class="hint">What to do: {text(f.hint, 600)}'
+                   "</div></div>")
+    return "".join(out)
+
+
+def _provenance(view: RunView) -> str:
+    run, p = view.run, view.profile
+    ev = view.records.get("inputs", {}).get("evidence", {})
+    ev = ev if isinstance(ev, dict) else {}
+    manifest = ev.get("dataset_manifest", {}) if isinstance(ev.get("dataset_manifest"), dict) else {}
+    rows = [
+        ("bundle SHA256SUMS", run.get("bundle_sums_sha256", "—")),
+        ("launcher", run.get("launcher_sha256", "—")),
+        ("verl", f"commit {ev.get('verl_commit', p.get('VERL_COMMIT', '—'))}"
+                 + (" (clean tree)" if ev.get("verl_clean") else "")),
+        ("model", f"{p.get('MODEL_HUB', '?')}/{p.get('MODEL_ID', '?')} @ {p.get('MODEL_REVISION', '?')}"
+                  f" · SHA256SUMS {ev.get('model_sums_sha256', p.get('MODEL_SUMS_SHA256', '—'))}"),
+        ("data", f"{p.get('DATASET_HUB', '?')}/{p.get('DATASET_ID', '?')} @ "
+                 f"{manifest.get('revision', p.get('DATASET_REVISION', '?'))} · SHA256SUMS "
+                 f"{ev.get('data_sums_sha256', p.get('DATA_SUMS_SHA256', '—'))}"),
+        ("rows", ", ".join(f"{k} {number(v)}" for k, v in sorted(ev.get("parquet_rows", {}).items()))
+         if isinstance(ev.get("parquet_rows"), dict) else "—"),
+    ]
+    table = "<table>" + "".join(f'<tr><th>{text(k)}</th><td class="mono">{text(v, 300)}</td></tr>'
+                                for k, v in rows) + "</table>"
+    command = run.get("training_command")
+    if isinstance(command, list):
+        table += ("<details><summary>the training command</summary><pre>"
+                  + text(" ".join(str(c) for c in command[:400]), 40000) + "</pre></details>")
+    return table
+
+
+def _topology(view: RunView) -> str:
+    if not view.workers:
+        return '<p class="sub">No node list (preflight.json is missing or unreadable).</p>'
+    details = view.records.get("preflight", {}).get("nodes", [])
+    short, long = _transport(view)
+    picture = svg.topology(view.workers, details if isinstance(details, list) else [],
+                           view.actors, short)
+    return (f'<div class="figure-wrap">{picture}<p class="sub">{text(long, 600)}</p></div>'
+            + _ranks_table(view))
+
+
+def render(view: RunView, generated_at: str) -> str:
+    v = view.verdict
+    notes = "".join(f'<div class="note">{text(n, 2000)}</div>' for n in view.notes())
+    conflicts = "".join(f'<div class="note warn">Conflict: {text(c, 600)}</div>' for c in v.conflicts)
+    word = v.status
+    why = v.summary.split(": ", 1)[1] if v.summary.startswith(word + ":") else v.summary
+    board = os.path.join(str(view.run_dir), "tensorboard")
+    sections = [
+        f"<h1>{text(view.run_id)}</h1>",
+        f'<p class="sub">two-worker GRPO run · profile {text(view.profile_name)} · '
+        f"{text(topology(view.profile.get('NODES'), view.profile.get('GPUS_PER_NODE'), view.profile.get('GPU_MODEL')))}</p>",
+        f'<section class="banner {text(word)}" id="verdict"><div class="word">{text(word)}</div>'
+        f'<div class="why">{text(why, 400)}</div></section>', conflicts,
+        '<div class="phases">' + "".join(_phase_card(ph) for ph in view.phases) + "</div>",
+        notes, _facts(view),
+        f'<h2 id="findings">Findings ({len(view.findings)})</h2>', _findings(view),
+        '<h2 id="timeline">Timeline</h2>', _timeline(view),
+        '<h2 id="topology">Topology</h2>', _topology(view),
+        '<h2 id="metrics">Metrics over steps</h2>',
+        '<p class="sub">Each chart: the training step across, the scalar\'s value up, read from the run\'s TensorBoard events.</p>',
+        _charts(view),
+        '<h2 id="rollouts">Rollout samples</h2>', _samples(view),
+        '<h2 id="checkpoint">Checkpoint</h2>', _shards(view),
+        '<h2 id="provenance">Inputs and provenance</h2>', _provenance(view),
+        f"<footer>Written {text(when(generated_at))} by verify-two-worker-grpo-v1.py report from "
+        f"the run folder {text(view.run_dir, 400)}. Every scalar over every step: "
+        f"<code>tensorboard --logdir {text(board, 400)}</code></footer>",
+    ]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{text(word)} · {text(view.run_id)}</title><style>{CSS}</style></head>"
+            "<body><main>" + "".join(sections) + "</main></body></html>\n")

@@ -1,0 +1,93 @@
+"""A run's verdict from its latest records: SUCCESS only while the latest postflight passed.
+
+One function, so that every reader (report, runs) judges a run the same way. The markers
+SUCCESS and FAILED say what happened when they were written; verification.json is rewritten by
+every postflight, so it is the latest word, and a marker that disagrees with it is a conflict.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from . import bounded
+
+PHASE_RECORDS = (("inputs", "inputs.json"), ("preflight", "preflight.json"),
+                 ("postflight", "verification.json"))
+
+
+@dataclasses.dataclass
+class Verdict:
+    status: str          # SUCCESS, FAILED or INCOMPLETE
+    summary: str         # one line for people
+    conflicts: List[str] = dataclasses.field(default_factory=list)
+
+
+def failed_fields(run_dir: Path) -> Optional[Dict[str, str]]:
+    """FAILED's key=value lines, or None when there is no FAILED."""
+    try:
+        text = bounded.read_text(run_dir / "FAILED", 64 << 10)
+    except bounded.Unreadable as exc:
+        return None if str(exc) == "missing" else {"problem": str(exc)}
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def success_text(run_dir: Path) -> Optional[str]:
+    try:
+        return bounded.read_text(run_dir / "SUCCESS", 64 << 10).strip() or "(empty)"
+    except bounded.Unreadable as exc:
+        return None if str(exc) == "missing" else f"({exc})"
+
+
+def record_status(run_dir: Path, name: str) -> Optional[str]:
+    """passed, failed, unreadable, or None when the record does not exist."""
+    try:
+        record = bounded.read_object(run_dir / name)
+    except bounded.Unreadable as exc:
+        return None if str(exc) == "missing" else "unreadable"
+    status = record.get("status")
+    return status if status in ("passed", "failed") else "unreadable"
+
+
+def latest_verdict(run_dir: Path) -> Verdict:
+    success, failed = success_text(run_dir), failed_fields(run_dir)
+    statuses = {phase: record_status(run_dir, name) for phase, name in PHASE_RECORDS}
+    post = statuses["postflight"]
+    conflicts = []
+    if success is not None and failed is not None:
+        conflicts.append("both SUCCESS and FAILED exist; FAILED wins")
+    if failed is not None:
+        where = failed.get("phase", "?")
+        signal = failed.get("signal", "")
+        text = (f"FAILED in phase {where} (exit status {failed.get('exit_status', '?')}"
+                f"{', signal ' + signal if signal and signal != 'none' else ''}, "
+                f"{failed.get('time', 'time unknown')})")
+        if "problem" in failed:
+            text = f"FAILED (the marker is {failed['problem']})"
+        if post == "passed":
+            conflicts.append("a later postflight passed, but FAILED stays: a run that failed once "
+                             "is not turned into a success")
+        return Verdict("FAILED", text, conflicts)
+    if post == "failed":
+        if success is not None:
+            conflicts.append(f"SUCCESS (written {success}) is superseded by the latest postflight, "
+                             "which failed")
+        return Verdict("FAILED", "FAILED: the latest postflight found problems", conflicts)
+    if success is not None and post == "passed":
+        missing = [p for p in ("inputs", "preflight") if statuses[p] != "passed"]
+        return Verdict("SUCCESS", "SUCCESS: every check of every phase passed" if not missing else
+                       f"SUCCESS: postflight passed (no passing {' or '.join(missing)} record)",
+                       conflicts)
+    if success is not None:
+        conflicts.append(f"SUCCESS exists but verification.json is {post or 'missing'}")
+        return Verdict("INCOMPLETE", "UNPROVEN: SUCCESS without a readable verification.json; "
+                       "run make postflight to judge again", conflicts)
+    if post == "passed":
+        return Verdict("INCOMPLETE", "postflight passed but SUCCESS is missing; run make postflight "
+                       "to write it", conflicts)
+    failing = [phase for phase, status in statuses.items() if status == "failed"]
+    if failing:
+        return Verdict("FAILED", f"FAILED: phase {failing[0]} failed (no FAILED marker: the "
+                       "launcher was stopped before it could write one)", conflicts)
+    return Verdict("INCOMPLETE", "no SUCCESS or FAILED yet: the run is going on, or it stopped "
+                   "without a trace", conflicts)

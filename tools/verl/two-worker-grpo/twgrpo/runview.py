@@ -1,0 +1,286 @@
+"""Everything a report shows about one run folder, read once, bounded, and never trusted.
+
+Each reader returns plain data and adds a finding (RPT-...) when something cannot be read, so
+the page and the text summary show what is missing instead of failing or guessing silently.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import bounded, tfevents
+from .findings import Finding, finding
+from .postflight import REQUIRED_SCALARS
+from .runverdict import PHASE_RECORDS, Verdict, failed_fields, latest_verdict
+
+LAUNCHER_LINE = re.compile(r"^run-two-worker-grpo-v1: phase ([a-z]+) (started (\S+)|ended with "
+                           r"status (\d+) after (\d+) s)$")
+KEY_SCALARS = REQUIRED_SCALARS + ("critic/rewards/mean", "response_length/mean", "actor/entropy",
+                                  "actor/pg_clipfrac", "actor/ppo_kl", "perf/throughput",
+                                  "timing_s/step")
+MAX_CHARTS = 96          # charts on the page; the rest are named, TensorBoard has them all
+MAX_POINTS = 240         # points per chart, evenly thinned, the last step always kept
+MAX_SAMPLES = 4          # rollout rows shown per step
+MAX_SAMPLE_CHARS = 600   # characters of a prompt or response shown
+MAX_ROLLOUT_ROWS = 20000  # rows read per rollout file for its score summary
+MAX_FINDINGS = 200
+MAX_EVENT_BYTES = 512 << 20  # TensorBoard files read for charts, all files together
+
+
+@dataclasses.dataclass
+class Phase:
+    name: str
+    status: str = "not run"      # passed, failed, running, not run, or exit N for training
+    started: str = ""
+    seconds: Optional[int] = None
+    exit_status: Optional[int] = None
+    checks: int = 0
+    failed_checks: List[str] = dataclasses.field(default_factory=list)
+    checked_at: str = ""
+
+
+@dataclasses.dataclass
+class RunView:
+    run_dir: Path
+    run_id: str
+    verdict: Verdict
+    run: Dict[str, Any]
+    profile: Dict[str, str]
+    profile_name: str
+    phases: List[Phase]
+    records: Dict[str, Dict[str, Any]]
+    workers: List[Dict[str, Any]]
+    actors: List[Dict[str, Any]]
+    series: List[Tuple[str, List[Tuple[int, float]]]]
+    more_tags: List[str]
+    samples: Dict[int, Dict[str, Any]]
+    shards: List[Tuple[str, Optional[int], str]]
+    findings: List[Tuple[str, Finding]]  # (phase, finding), the report's own under "report"
+
+    def notes(self) -> List[str]:
+        return expected_zeros(self)
+
+
+def _record(run_dir: Path, name: str, problems: List[Finding]) -> Dict[str, Any]:
+    try:
+        return bounded.read_object(run_dir / name)
+    except bounded.Unreadable as exc:
+        if str(exc) != "missing":
+            problems.append(finding("RPT-E002", name, f"cannot be read: {exc}"))
+        return {}
+
+
+def _finding_from_json(data: Any) -> Optional[Finding]:
+    if not isinstance(data, dict):
+        return None
+    return Finding(str(data.get("id", "?")), str(data.get("obj", "")), str(data.get("message", "")),
+                   str(data.get("hint", "")))
+
+
+def phase_timeline(run_dir: Path, problems: List[Finding]) -> Dict[str, Phase]:
+    """Each launcher phase's start, duration and exit status, from driver.log's own lines."""
+    phases: Dict[str, Phase] = {}
+    try:
+        for line in bounded.lines(run_dir / "driver.log", max_lines=1 << 40, line_limit=4096):
+            match = LAUNCHER_LINE.match(line)
+            if not match:
+                continue
+            phase = phases.setdefault(match.group(1), Phase(match.group(1)))
+            if match.group(3):
+                phase.started, phase.status = match.group(3), "running"
+            else:
+                phase.exit_status, phase.seconds = int(match.group(4)), int(match.group(5))
+                phase.status = "passed" if phase.exit_status == 0 else f"exit {phase.exit_status}"
+    except bounded.Unreadable as exc:
+        problems.append(finding("RPT-E003", "driver.log", f"{exc}: no phase timeline"))
+        return phases
+    if not phases:
+        problems.append(finding("RPT-E003", "driver.log", "holds no 'phase ... started' line"))
+    return phases
+
+
+def phases_of(run_dir: Path, records: Dict[str, Dict[str, Any]],
+              problems: List[Finding]) -> List[Phase]:
+    timeline = phase_timeline(run_dir, problems)
+    failed = failed_fields(run_dir) or {}
+    result = []
+    for name in ("inputs", "preflight", "training", "postflight"):
+        phase = timeline.get(name, Phase(name))
+        record = records.get(name, {})
+        checks = record.get("checks") if isinstance(record.get("checks"), list) else []
+        if record:
+            phase.checks = len(checks)
+            phase.failed_checks = [str(c.get("name")) for c in checks
+                                   if isinstance(c, dict) and c.get("status") == "failed"]
+            phase.checked_at = str(record.get("checked_at", ""))
+            if record.get("status") in ("passed", "failed"):
+                phase.status = record["status"]  # the latest record is the latest word
+        if phase.status == "running" and failed.get("phase") == name:
+            phase.status = f"stopped (exit {failed.get('exit_status', '?')})"
+        result.append(phase)
+    return result
+
+
+def _ordered_tags(tags: List[str]) -> List[str]:
+    key = [t for t in KEY_SCALARS if t in tags]
+    return key + sorted(t for t in tags if t not in key)
+
+
+def _thin(points: List[Tuple[int, float]]) -> List[Tuple[int, float]]:
+    if len(points) <= MAX_POINTS:
+        return points
+    stride = len(points) / (MAX_POINTS - 1)
+    return [points[int(i * stride)] for i in range(MAX_POINTS - 1)] + [points[-1]]
+
+
+def scalar_series(run_dir: Path, problems: List[Finding]):
+    folder = run_dir / "tensorboard"
+    files = sorted(folder.glob("events.out.tfevents.*")) if folder.is_dir() else []
+    if not files:
+        problems.append(finding("RPT-E005", "tensorboard/", "no events.out.tfevents.* file: no charts"))
+        return [], []
+    total = 0
+    for path in files:
+        try:
+            total += bounded.regular(path).st_size
+        except bounded.Unreadable as exc:
+            problems.append(finding("RPT-E005", str(path.relative_to(run_dir)), str(exc)))
+            return [], []
+    if total > MAX_EVENT_BYTES:
+        problems.append(finding("RPT-E005", "tensorboard/", f"{total} bytes of event files, more "
+                                f"than the {MAX_EVENT_BYTES} the report reads: open TensorBoard"))
+        return [], []
+    scalars = tfevents.load_scalars(folder)
+    for problem in scalars.problems[:5]:
+        problems.append(finding("RPT-E005", f"{Path(problem.path).name} record {problem.record}",
+                                problem.message))
+    tags = _ordered_tags(list(scalars.values))
+    series = [(tag, _thin(sorted(scalars.values[tag].items()))) for tag in tags[:MAX_CHARTS]]
+    return series, tags[MAX_CHARTS:]
+
+
+def _clip(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= MAX_SAMPLE_CHARS else text[:MAX_SAMPLE_CHARS] + " …"
+
+
+def rollout_file(path: Path) -> Dict[str, Any]:
+    """The first rows of a rollout file and a summary of its scores (bounded)."""
+    rows, scores, bad = [], [], 0
+    for line in bounded.lines(path, MAX_ROLLOUT_ROWS, line_limit=256 << 10):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        score = row.get("score") if isinstance(row, dict) else None
+        if isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score):
+            scores.append(float(score))
+        else:
+            bad += 1
+        if isinstance(row, dict) and len(rows) < MAX_SAMPLES:
+            rows.append({"input": _clip(row.get("input", "")), "output": _clip(row.get("output", "")),
+                         "gts": _clip(row.get("gts", "")), "score": score})
+    return {"rows": rows, "count": len(scores) + bad, "bad": bad,
+            "scores": {"min": min(scores, default=None), "max": max(scores, default=None),
+                       "mean": sum(scores) / len(scores) if scores else None,
+                       "zero": sum(1 for s in scores if s == 0)}}
+
+
+def rollout_samples(run_dir: Path, problems: List[Finding]) -> Dict[int, Dict[str, Any]]:
+    """Samples of the first and the last step that dumped rollouts."""
+    folder = run_dir / "rollouts"
+    steps = []
+    if folder.is_dir():
+        for path in folder.iterdir():
+            if path.suffix == ".jsonl" and path.stem.isdigit() and len(path.stem) < 10:
+                steps.append(int(path.stem))
+    samples = {}
+    for step in sorted({min(steps), max(steps)}) if steps else []:
+        try:
+            samples[step] = rollout_file(folder / f"{step}.jsonl")
+        except bounded.Unreadable as exc:
+            problems.append(finding("RPT-E006", f"rollouts/{step}.jsonl", str(exc)))
+    if not steps:
+        problems.append(finding("RPT-E006", "rollouts/", "no <step>.jsonl file: no samples"))
+    return samples
+
+
+def checkpoint_shards(run_dir: Path, evidence: Dict[str, Any]) -> List[Tuple[str, Optional[int], str]]:
+    """(path, bytes, state) per shard: verified by postflight, or only present on disk."""
+    verified = evidence.get("checkpoint", {}).get("shards", {}) if isinstance(evidence, dict) else {}
+    shards = {str(k): (v if isinstance(v, int) else None, "verified") for k, v in
+              (verified.items() if isinstance(verified, dict) else [])}
+    root = run_dir / "checkpoints"
+    if root.is_dir():
+        for number, path in enumerate(sorted(root.glob("global_step_*/actor/*.pt"))):
+            if number >= 512:
+                break
+            rel = str(path.relative_to(run_dir))
+            if rel not in shards:
+                try:
+                    shards[rel] = (bounded.regular(path).st_size, "not verified")
+                except bounded.Unreadable as exc:
+                    shards[rel] = (None, str(exc))
+    return [(name, *shards[name]) for name in sorted(shards)]
+
+
+def collect_findings(records: Dict[str, Dict[str, Any]], own: List[Finding]):
+    found: List[Tuple[str, Finding]] = []
+    for phase, record in records.items():
+        for check in record.get("checks", []) if isinstance(record.get("checks"), list) else []:
+            for item in check.get("findings", []) if isinstance(check, dict) else []:
+                parsed = _finding_from_json(item)
+                if parsed and len(found) < MAX_FINDINGS:
+                    found.append((phase, parsed))
+    return found + [("report", f) for f in own]
+
+
+def expected_zeros(view: RunView) -> List[str]:
+    """Say when zeros are what this run should show, and when they are a warning sign."""
+    scores = [s["scores"] for s in view.samples.values() if s["count"] > s["bad"]]
+    means = dict(view.series).get("critic/score/mean", [])
+    if not scores or any(s["min"] != 0 or s["max"] != 0 for s in scores) \
+            or any(value != 0 for _, value in means):
+        return []
+    if view.profile.get("MODEL_HUB") == "generated":
+        return ["All rewards are 0, as expected: this profile's model is a tiny random network "
+                "(generated), so no answer is right. With every response of a prompt scored the "
+                "same, GRPO's advantages are 0, and so are pg_loss and grad_norm. The run proves "
+                "the machinery, not learning."]
+    return ["All rewards in the sampled steps are 0. With a real model that is a warning sign: "
+            "check the reward function, the answer format and MAX_RESPONSE_LENGTH (responses cut "
+            "off before '####' score 0)."]
+
+
+def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_name: str,
+         run_json_problem: Optional[str]) -> RunView:
+    problems: List[Finding] = []
+    if run_json_problem:
+        problems.append(finding("RPT-E001", "run.json", f"{run_json_problem}; the report assumes "
+                                f"profile {profile_name}"))
+    run = _record(run_dir, "run.json", []) if not run_json_problem else {}
+    records = {phase: _record(run_dir, name, problems) for phase, name in PHASE_RECORDS}
+    verdict = latest_verdict(run_dir)
+    if verdict.conflicts:
+        problems += [finding("RPT-E004", "SUCCESS/FAILED", text) for text in verdict.conflicts]
+    if verdict.status == "INCOMPLETE" and not verdict.conflicts:
+        problems.append(finding("RPT-E007", run_id, verdict.summary))
+    placement = _record(run_dir, "actor-placement.json", problems)
+    workers = records["preflight"].get("workers", [])
+    actors = placement.get("actors", [])
+    series, more = scalar_series(run_dir, problems)
+    evidence = records["postflight"].get("evidence", {})
+    return RunView(
+        run_dir=run_dir, run_id=run_id, verdict=verdict, run=run, profile=profile_values,
+        profile_name=profile_name, phases=phases_of(run_dir, records, problems), records=records,
+        workers=[w for w in workers if isinstance(w, dict)][:64] if isinstance(workers, list) else [],
+        actors=[a for a in actors if isinstance(a, dict)][:1024] if isinstance(actors, list) else [],
+        series=series, more_tags=more, samples=rollout_samples(run_dir, problems),
+        shards=checkpoint_shards(run_dir, evidence), findings=collect_findings(records, problems))
