@@ -8,15 +8,17 @@ MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
 .SUFFIXES:
 
 ##@ Knobs (set on the command line, e.g. make verify-inputs PREP_ROOT=/mnt/my-volume)
-PREP_ROOT ?= /mnt/rlinf-reproduction# the shared volume on the prep box
-STORAGE_ROOT ?= /mnt/verl-reproduction# the same volume inside the training job
+PREP_ROOT ?= /mnt/rlinf-reproduction# where THIS box mounts the shared volume (the tutorial's prep-box path)
+STORAGE_ROOT ?= /mnt/verl-reproduction# where the training JOB mounts the same volume (for pasted text only)
 PROFILE ?=# a profile in tools/verl/two-worker-grpo/profiles/ (empty: tutorial-2x2-a100)
 RUN_ID ?=# the run to check afterwards, e.g. make postflight RUN_ID=exp-001
+REPORT_HTML ?=# make report: write the page here instead of report.html in the run folder
 FORCE ?=# FORCE=1 lets install-tools and pin-inputs replace files that differ
 VERL_MIRROR ?=# prepare-inputs: clone verl from this URL or local path (default: the profile's)
 MODEL_SOURCE ?=# prepare-inputs: copy the model from this folder (default: ModelScope)
 GSM8K_SOURCE ?=# prepare-inputs: convert GSM8K from this folder (default: Hugging Face)
 SMOKE_ROOT ?= $(CURDIR)/.smoke# make smoke's self-contained storage root
+DEMO_ROOT ?= $(CURDIR)/.demo# make demo's scratch volume (made afresh on every run)
 PYTHON ?= python3# the Python that runs the tools (3.8 or newer, standard library only)
 
 VERIFY := $(PYTHON) tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py
@@ -39,22 +41,26 @@ verify-scripts: ## Compile every script (py_compile, bash -n, shellcheck) and ch
 	$(BUNDLE) verify-scripts
 checksums: ## Regenerate runtime-env.json, checksums/SHA256SUMS and the launcher's pin
 	$(BUNDLE) checksums
-install-tools: ## Copy the bundle to STORAGE_ROOT/tools/verl/two-worker-grpo/ and verify it there
-	$(BUNDLE) install "$(STORAGE_ROOT)"/tools/verl/two-worker-grpo $(if $(FORCE),--force)
-driver-command: ## Print the Driver command to paste into the job form
-	@$(BUNDLE) driver-command "$(STORAGE_ROOT)" --profile="$(PROFILE)" --run-id="$(RUN_ID)"
+install-tools: ## Copy the bundle to PREP_ROOT/tools/verl/two-worker-grpo/ and verify it there
+	$(BUNDLE) install --prep-root="$(PREP_ROOT)" $(if $(FORCE),--force)
+driver-command: ## Print the Driver command to paste into the job form (the same for every run)
+	@$(BUNDLE) driver-command "$(STORAGE_ROOT)" --profile="$(PROFILE)" --ignored-run-id="$(RUN_ID)"
 runtime-env: ## Print the RuntimeEnv JSON to paste into the job form
 	@$(VERIFY) runtime-env --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)"
 
 ##@ Afterwards: on the prep box
-.PHONY: postflight report
+.PHONY: postflight report runs
 postflight: ## Re-verify run RUN_ID from its files under PREP_ROOT
 	$(VERIFY) postflight --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)"
-report: ## Show a summary of run RUN_ID under PREP_ROOT
-	@$(VERIFY) report --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)"
+report: ## Write RUN_ID's report.html (verdict, topology, charts) and print its summary
+	@$(VERIFY) report --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)" $(if $(REPORT_HTML),--html="$(REPORT_HTML)")
+runs: ## List every run under PREP_ROOT: RUN_ID, start, duration, profile, verdict
+	@$(VERIFY) runs --storage-root="$(PREP_ROOT)"
 
 ##@ Development
-.PHONY: smoke test bench
+.PHONY: demo smoke test bench
+demo: ## A first look without a GPU: all three moments on a scratch volume, in under a minute
+	dev/demo.sh "$(DEMO_ROOT)"
 smoke: ## The main job for real on this machine's one GPU: inputs, Ray, GRPO, SUCCESS
 	dev/smoke.sh "$(SMOKE_ROOT)"
 test: ## Install what tests need (venv, bats, shellcheck), run them all

@@ -3,12 +3,14 @@
 # The head runs as its own process group (setsid + --block), so stopping it is one kill.
 
 RAY_HEAD_PGID=${RAY_HEAD_PGID:-}  # kept when a caller (bats setup_file) exported it
+RAY_HEAD_TEMP=${RAY_HEAD_TEMP:-}  # the head's temp dir, removed once the head is gone
 
 start_ray_head() {  # start_ray_head LOG [extra `ray start` arguments]
   local log=$1 port temp tries
   shift
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   temp=$(mktemp -d /tmp/twgrpo-ray.XXXXXX)  # short: Ray's socket paths must fit 107 bytes
+  RAY_HEAD_TEMP=$temp
   setsid ray start --head --block --node-ip-address=127.0.0.1 --port="$port" \
     --include-dashboard=false --disable-usage-stats --temp-dir="$temp" "$@" >"$log" 2>&1 &
   RAY_HEAD_PGID=$!
@@ -33,4 +35,8 @@ stop_ray_head() {  # TERM the head's process group, KILL it after 10 s (the head
   done
   kill -KILL -- "-$RAY_HEAD_PGID" 2>/dev/null || true
   RAY_HEAD_PGID=""
+  if [[ "$RAY_HEAD_TEMP" == /tmp/twgrpo-ray.* ]]; then
+    rm -rf -- "$RAY_HEAD_TEMP"
+  fi
+  RAY_HEAD_TEMP=""
 }

@@ -167,11 +167,23 @@ def install_files(dest: Path, force: bool) -> bool:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
+    if args.prep_root is not None:  # make install-tools: the volume must exist, never made here
+        if not Path(args.prep_root).is_dir():
+            print(f"install: PREP_ROOT {args.prep_root} is not a directory; nothing was created. "
+                  "Mount the shared volume and set PREP_ROOT= to its path on this box.",
+                  file=sys.stderr)
+            return 2
+        dest = Path(args.prep_root) / "tools" / "verl" / "two-worker-grpo"
+    elif args.dest:
+        dest = Path(args.dest)
+    else:
+        print("install: name the volume: --prep-root ROOT (make install-tools PREP_ROOT=...)",
+              file=sys.stderr)
+        return 2
     problems = chain_problems(repo_files(), SUMS, BUNDLE / LAUNCHER_NAME)
     if problems:
         print("install: the repo's hash chain is stale:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 1
-    dest = Path(args.dest)
     if not install_files(dest, args.force):
         return 1
     return subprocess.run(["bash", str(dest / LAUNCHER_NAME), "--verify-bundle"]).returncode
@@ -184,6 +196,16 @@ def cmd_driver_command(args: argparse.Namespace) -> int:
             print(f"driver-command: {name}={value!r} holds characters a job form would mangle; "
                   "use letters, digits, '/', '.', '_' and '-'", file=sys.stderr)
             return 2
+    profiles = Path(args.launcher).parent / "profiles"
+    if args.profile and not (profiles / f"{args.profile}.env").is_file():
+        known = ", ".join(sorted(p.stem for p in profiles.glob("*.env")))
+        print(f"driver-command: PROFILE={args.profile} is not a profile of the bundle; set PROFILE= "
+              f"to one of: {known}", file=sys.stderr)
+        return 2
+    if args.ignored_run_id:
+        print(f"driver-command: RUN_ID={args.ignored_run_id} is left out: the Driver command is the "
+              "same for every run; put RUN_ID=<a new name> in the job form's environment "
+              "variables instead", file=sys.stderr)
     lines = ["set -euo pipefail", f"export STORAGE_ROOT={root}"]
     if args.profile:
         lines.append(f"export PROFILE={args.profile}")
@@ -202,12 +224,14 @@ def main(argv=None) -> int:
     sub.add_parser("checksums")
     sub.add_parser("verify-scripts")
     p = sub.add_parser("install")
-    p.add_argument("dest")
+    p.add_argument("dest", nargs="?", help="the bundle folder itself (make smoke's scratch volume)")
+    p.add_argument("--prep-root", help="the volume: installs into its tools/verl/two-worker-grpo/")
     p.add_argument("--force", action="store_true")
     p = sub.add_parser("driver-command")
     p.add_argument("storage_root")
     p.add_argument("--profile", default="")
-    p.add_argument("--run-id", default="")
+    p.add_argument("--run-id", default="", help="export RUN_ID too (make smoke; never for a job form)")
+    p.add_argument("--ignored-run-id", default="", help="a RUN_ID make was given: say why it is left out")
     p.add_argument("--launcher", default=str(BUNDLE / LAUNCHER_NAME),
                    help="the launcher whose sha256 to pin (default: this checkout's)")
     args = parser.parse_args(argv)

@@ -17,7 +17,7 @@ setup_file() {
   # shellcheck source=dev/ray-head.bash
   source "$REPO/dev/ray-head.bash"
   start_ray_head "$BATS_FILE_TMPDIR/ray-head.log" --num-gpus=2 --num-cpus=2 3>&-
-  export RAY_HEAD_PGID
+  export RAY_HEAD_PGID RAY_HEAD_TEMP
   unset PYTHONPATH
 }
 

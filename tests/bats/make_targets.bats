@@ -37,18 +37,27 @@ setup() {
   assert_success
 }
 
-@test "make driver-command pins the current launcher and exports the job's settings" {
+@test "make driver-command pins the current launcher and exports the job's settings, never RUN_ID" {
   run make -s -C "$REPO" driver-command STORAGE_ROOT=/mnt/volume PROFILE=smoke-1x1 RUN_ID=exp-9
   assert_success
   assert_line "export STORAGE_ROOT=/mnt/volume"
   assert_line "export PROFILE=smoke-1x1"
-  assert_line "export RUN_ID=exp-9"
+  refute_line --partial "export RUN_ID"
+  assert_line --partial "RUN_ID=exp-9 is left out: the Driver command is the same for every run"
   local sha
   sha=$(sha256sum "$REPO/$LAUNCHER_REL" | cut -d' ' -f1)
   assert_line "echo \"$sha  \$launcher\" | sha256sum --check --strict -"
   run make -s -C "$REPO" driver-command 'STORAGE_ROOT=/mnt/my volume'
   assert_failure
   assert_output --partial "holds characters a job form would mangle"
+}
+
+@test "make driver-command refuses a profile the bundle does not have, and names the ones it has" {
+  run make -s -C "$REPO" driver-command PROFILE=typo
+  assert_failure
+  assert_output --partial "PROFILE=typo is not a profile of the bundle; set PROFILE= to one of: "
+  assert_output --partial "smoke-1x1"
+  refute_output --partial "sha256sum --check"
 }
 
 @test "make verify-scripts passes on this checkout: every pin is current" {
@@ -73,26 +82,35 @@ setup() {
 }
 
 @test "make install-tools copies the bundle and verifies it where it landed" {
-  run make -s -C "$REPO" install-tools STORAGE_ROOT="$BATS_TEST_TMPDIR/vol"
+  mkdir "$BATS_TEST_TMPDIR/vol"
+  run make -s -C "$REPO" install-tools PREP_ROOT="$BATS_TEST_TMPDIR/vol"
   assert_success
   assert_output --partial "bundle $BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo verified"
   assert_file_executable "$BATS_TEST_TMPDIR/vol/$LAUNCHER_REL"
   assert_file_exist "$BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo/runtime-env.json"
-  run make -s -C "$REPO" install-tools STORAGE_ROOT="$BATS_TEST_TMPDIR/vol"
+  run make -s -C "$REPO" install-tools PREP_ROOT="$BATS_TEST_TMPDIR/vol"
   assert_success  # installing the same version again changes nothing
+}
+
+@test "make install-tools names PREP_ROOT and creates nothing when the volume is not mounted" {
+  run make -s -C "$REPO" install-tools PREP_ROOT="$BATS_TEST_TMPDIR/not-mounted"
+  assert_failure
+  assert_output --partial "PREP_ROOT $BATS_TEST_TMPDIR/not-mounted is not a directory; nothing was created"
+  assert_not_exist "$BATS_TEST_TMPDIR/not-mounted"
 }
 
 @test "make install-tools never replaces a differing file unless FORCE=1" {
   local dest=$BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo
-  make -s -C "$REPO" install-tools STORAGE_ROOT="$BATS_TEST_TMPDIR/vol" >/dev/null
+  mkdir "$BATS_TEST_TMPDIR/vol"
+  make -s -C "$REPO" install-tools PREP_ROOT="$BATS_TEST_TMPDIR/vol" >/dev/null
   echo "# an older version" >>"$dest/profiles/tutorial-2x2-a100.env"
   local before
   before=$(tree_state "$dest")
-  run make -s -C "$REPO" install-tools STORAGE_ROOT="$BATS_TEST_TMPDIR/vol"
+  run make -s -C "$REPO" install-tools PREP_ROOT="$BATS_TEST_TMPDIR/vol"
   assert_failure
   assert_output --partial "holds other versions of 1 files (profiles/tutorial-2x2-a100.env); nothing was changed"
   assert_equal "$(tree_state "$dest")" "$before"
-  run make -s -C "$REPO" install-tools STORAGE_ROOT="$BATS_TEST_TMPDIR/vol" FORCE=1
+  run make -s -C "$REPO" install-tools PREP_ROOT="$BATS_TEST_TMPDIR/vol" FORCE=1
   assert_success
   assert_output --partial "verified"
 }
@@ -110,13 +128,32 @@ setup() {
   assert_output --partial "verify-inputs] Error 1"
 }
 
-@test "make postflight needs a RUN_ID and says so" {
+@test "make postflight and make report need a RUN_ID and say so, each naming itself" {
   run make -s -C "$REPO" postflight PREP_ROOT="$BATS_TEST_TMPDIR"
   assert_failure
   assert_output --partial "make postflight RUN_ID=<run>"
+  run make -s -C "$REPO" report PREP_ROOT="$BATS_TEST_TMPDIR"
+  assert_failure
+  assert_output --partial "make report RUN_ID=<run>"
+  refute_output --partial "make postflight"
 }
 
-@test "make postflight and make report judge a run from its folder on the prep box" {
+@test "a wrong PREP_ROOT or RUN_ID gets an error that names the knob to set" {
+  run make -s -C "$REPO" verify-inputs PREP_ROOT="$BATS_TEST_TMPDIR/not-mounted"
+  assert_failure
+  assert_output --partial "set PREP_ROOT= to its path on this box"
+  mkdir -p "$BATS_TEST_TMPDIR/vol/runs/verl/two-worker-grpo/empty"
+  run make -s -C "$REPO" postflight PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID=nope
+  assert_failure
+  assert_output --partial "set RUN_ID= to a run under PREP_ROOT= (make runs lists them)"
+  run make -s -C "$REPO" postflight PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID=empty
+  assert_failure
+  assert_output --partial "holds none of run.json, driver.log, training.log, inputs.json, preflight.json: it is not a run folder"
+  refute_output --partial "POST-E"  # no pile of findings against a profile it guessed
+  assert_not_exist "$BATS_TEST_TMPDIR/vol/runs/verl/two-worker-grpo/empty/verification.json"
+}
+
+@test "make postflight, make report and make runs judge a run from its folder on the prep box" {
   local runs=$BATS_TEST_TMPDIR/vol/runs/verl/two-worker-grpo run_id
   mkdir -p "$runs"
   cp -a "$REPO"/tests/fixtures/real-smoke-run/smoke-* "$runs/"
@@ -128,9 +165,29 @@ setup() {
   assert_file_exist "$runs/$run_id/SUCCESS"
   run make -s -C "$REPO" report PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID="$run_id"
   assert_success
-  assert_line --partial "run $run_id: SUCCESS"
-  assert_line "  node 0: vm 192.0.2.2 head, 1 x NVIDIA H200, driver 580.159.04"
-  assert_line "  actor/grad_norm at step 2: 0.0"
+  assert_line "run $run_id: SUCCESS: every check of every phase passed"
+  assert_line "  profile   smoke-1x1: 1 node x 1 GPU (any model), 2 steps, rollout hf, lr 1e-06"
+  assert_line "  node 0    vm (192.0.2.2, head): 1 x NVIDIA H200, driver 580.159.04, ranks 0"
+  assert_line --partial "  phases    inputs passed 0 s · preflight passed 2 s · training passed 53 s"
+  assert_line --partial "  note      All rewards are 0, as expected"
+  assert_line "report: $runs/$run_id/report.html"
+  assert_file_exist "$runs/$run_id/report.html"
+  run make -s -C "$REPO" runs PREP_ROOT="$BATS_TEST_TMPDIR/vol"
+  assert_success
+  assert_line --regexp "^$run_id +2026-12-02 13:09:38 UTC +56 s +smoke-1x1 +SUCCESS$"
+}
+
+@test "make report and make runs into a closed pipe end quietly (make report | head)" {
+  local runs=$BATS_TEST_TMPDIR/vol/runs/verl/two-worker-grpo
+  mkdir -p "$runs"
+  cp -a "$REPO"/tests/fixtures/real-smoke-run/smoke-* "$runs/"
+  run bash -c "make -s -C '$REPO' report PREP_ROOT='$BATS_TEST_TMPDIR/vol' RUN_ID=$(basename "$runs"/smoke-*) | (exec 0<&-; sleep 0.5)"
+  assert_success
+  refute_output --partial "BrokenPipeError"
+  refute_output --partial "Traceback"
+  run bash -c "make -s -C '$REPO' runs PREP_ROOT='$BATS_TEST_TMPDIR/vol' | (exec 0<&-; sleep 0.5)"
+  assert_success
+  refute_output --partial "Traceback"
 }
 
 @test "make smoke on a machine without a GPU stops at once with exit 2 and writes nothing" {
@@ -145,10 +202,11 @@ setup() {
   local wheel=$REPO/.cache/wheels/verl-0.6.0-py3-none-any.whl
   [[ -f "$wheel" ]] || skip "needs $wheel (tests/run.sh downloads it)"
   python3 "$REPO/dev/generate-inputs.py" --storage-root "$STORAGE" --profile smoke-1x1 --verl-wheel "$wheel" >/dev/null
-  make -s -C "$REPO" install-tools STORAGE_ROOT="$STORAGE" >/dev/null
+  make -s -C "$REPO" install-tools PREP_ROOT="$STORAGE" >/dev/null
   unset RAY_ADDRESS
   local command
-  command=$(make -s -C "$REPO" driver-command STORAGE_ROOT="$STORAGE" PROFILE=smoke-1x1 RUN_ID=pasted)
+  command=$(make -s -C "$REPO" driver-command STORAGE_ROOT="$STORAGE" PROFILE=smoke-1x1)
+  export RUN_ID=pasted  # as the job form's environment variables set it
   if [[ $(id -u) == 0 ]]; then  # a private /tmp/ray: no Ray cluster this machine ran before is found
     mkdir -p /tmp/ray
     run unshare --mount bash -c 'mount -t tmpfs tmpfs /tmp/ray && exec bash -c "$1"' _ "$command"
