@@ -21,7 +21,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=9ec59458ac77df7d1671a01de512727e4edaf8e12846221e62d806e97bfd77bd
+readonly BUNDLE_SUMS_SHA256=ecb0928cdbd32de7a3959f798ae9bb266ad10d0f8c80e58f9008e438d1f9ce03
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 BUNDLE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)

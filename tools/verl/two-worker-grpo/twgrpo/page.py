@@ -29,6 +29,7 @@ code,pre,.mono{font-family:ui-monospace,"DejaVu Sans Mono",Menlo,Consolas,monosp
 .banner{border-radius:12px;padding:18px 22px;margin:8px 0 14px;border:1px solid}
 .banner .word{font-size:30px;font-weight:800;letter-spacing:.02em}
 .banner .why{font-size:16px;margin-top:2px}
+.banner .checks{font-size:14px;margin-top:6px}
 .SUCCESS{background:var(--okbg);border-color:#86efac;color:#14532d}
 .FAILED{background:var(--badbg);border-color:#fca5a5;color:#7f1d1d}
 .INCOMPLETE{background:var(--warnbg);border-color:#fcd34d;color:#78350f}
@@ -95,7 +96,7 @@ def _phase_card(phase) -> str:
 
 def _facts(view: RunView) -> str:
     p, run = view.profile, view.run
-    total = sum(ph.seconds or 0 for ph in view.phases)
+    total = view.took()
     items = [
         ("profile", f"{view.profile_name}"),
         ("topology", topology(p.get("NODES"), p.get("GPUS_PER_NODE"), p.get("GPU_MODEL"))),
@@ -104,7 +105,7 @@ def _facts(view: RunView) -> str:
         ("rollout", f"{p.get('ROLLOUT_ENGINE', '?')} · max {p.get('MAX_RESPONSE_LENGTH', '?')} "
                     "response tokens"),
         ("started", when(run.get("started_at"))),
-        ("launcher time", duration(total) if total else "—"),
+        ("took", duration(total)),
         ("driver host", str(run.get("driver_host", "—"))),
         ("python", str(run.get("python", "—"))),
         ("storage root", str(run.get("storage_root", "—"))),
@@ -222,7 +223,7 @@ def _findings(view: RunView) -> str:
     out = []
     for phase, f in view.findings:
         out.append(f'<div class="finding {text(f.level)}"><span class="id">{text(f.id)}</span> '
-                   f'<span class="mono">{text(phase)}</span> · {text(f.obj, 160)}<div>'
+                   f'<span class="mono">{text(phase)}</span> · {text(view.shown(f.obj), 160)}<div>'
                    f'{text(f.message, 1200)}</div><div class="hint">What to do: {text(f.hint, 600)}'
                    "</div></div>")
     return "".join(out)
@@ -278,7 +279,9 @@ def render(view: RunView, generated_at: str) -> str:
         f'<p class="sub">two-worker GRPO run · profile {text(view.profile_name)} · '
         f"{text(topology(view.profile.get('NODES'), view.profile.get('GPUS_PER_NODE'), view.profile.get('GPU_MODEL')))}</p>",
         f'<section class="banner {text(word)}" id="verdict"><div class="word">{text(word)}</div>'
-        f'<div class="why">{text(why, 400)}</div></section>', conflicts,
+        f'<div class="why">{text(why, 400)}</div>'
+        + (f'<div class="checks">Failed checks — {text(view.failed_checks(), 600)}</div>'
+           if view.failed_checks() else "") + "</section>", conflicts,
         '<div class="phases">' + "".join(_phase_card(ph) for ph in view.phases) + "</div>",
         notes, _facts(view),
         f'<h2 id="findings">Findings ({len(view.findings)})</h2>', _findings(view),

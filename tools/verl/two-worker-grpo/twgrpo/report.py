@@ -31,11 +31,14 @@ def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]
     p, v = view.profile, view.verdict
     lines = [f"run {view.run_id}: {v.summary}"]
     lines += [f"  conflict: {c}" for c in v.conflicts]
+    if view.failed_checks():
+        lines.append(f"  failed    {view.failed_checks()}")
     lines.append(f"  profile   {view.profile_name}: "
                  f"{topology(p.get('NODES'), p.get('GPUS_PER_NODE'), p.get('GPU_MODEL'))}, "
                  f"{p.get('TARGET_STEPS', '?')} steps, rollout {p.get('ROLLOUT_ENGINE', '?')}, "
                  f"lr {number(_float(p.get('LEARNING_RATE')))}")
-    lines.append(f"  started   {when(view.run.get('started_at'))} on {view.run.get('driver_host', '?')}")
+    lines.append(f"  started   {when(view.run.get('started_at'))} on {view.run.get('driver_host', '?')}, "
+                 f"took {duration(view.took())}")
     phases = []
     for ph in view.phases:
         took = f" {duration(ph.seconds)}" if ph.seconds is not None else ""
@@ -62,7 +65,7 @@ def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]
         lines.append(f"  note      {note}")
     lines.append(f"  findings  {len(view.findings) or 'none'}")
     for phase, f in view.findings[:20]:
-        lines.append(f"    {phase}: {f.obj}: ({f.id}) {f.message}")
+        lines.append(f"    {phase}: {view.shown(f.obj)}: ({f.id}) {f.message}")
         if f.hint:
             lines.append(f"        HINT: {f.hint}")
     if len(view.findings) > 20:

@@ -9,11 +9,13 @@ import dataclasses
 import json
 import math
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import bounded, tfevents
 from .findings import Finding, finding
+from .humane import parse_time
 from .postflight import REQUIRED_SCALARS
 from .runverdict import PHASE_RECORDS, Verdict, failed_fields, latest_verdict
 
@@ -63,6 +65,26 @@ class RunView:
 
     def notes(self) -> List[str]:
         return expected_zeros(self)
+
+    def took(self) -> Optional[float]:
+        """Seconds from run.json's start to the end of the last phase (as make runs counts)."""
+        start = parse_time(self.run.get("started_at"))
+        ends = [parse_time(ph.started) + timedelta(seconds=ph.seconds) for ph in self.phases
+                if ph.seconds is not None and parse_time(ph.started)]
+        if not ends:
+            return None
+        first = start or min(parse_time(ph.started) for ph in self.phases if parse_time(ph.started))
+        return (max(ends) - first).total_seconds()
+
+    def failed_checks(self) -> str:
+        """'postflight: resolved-command, checkpoint', or '' when no check failed."""
+        return "; ".join(f"{ph.name}: {', '.join(ph.failed_checks)}" for ph in self.phases
+                         if ph.failed_checks)
+
+    def shown(self, obj: str) -> str:
+        """A finding's object, relative to the run folder when it lies inside it."""
+        prefix = str(self.run_dir).rstrip("/") + "/"
+        return obj[len(prefix):] if obj.startswith(prefix) else obj
 
 
 def _record(run_dir: Path, name: str, problems: List[Finding]) -> Dict[str, Any]:
