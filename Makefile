@@ -21,7 +21,7 @@ SMOKE_ROOT ?= $(CURDIR)/.smoke# make smoke's self-contained storage root
 DEMO_ROOT ?= $(CURDIR)/.demo# make demo's scratch volume (made afresh on every run)
 PYTHON ?= python3# the Python that runs the tools (3.8 or newer, standard library only)
 
-VERIFY := $(PYTHON) tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py
+VERIFY := $(PYTHON) -I -B tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py
 BUNDLE := $(PYTHON) prep/bundle.py
 
 ##@ General

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "verl" / "two-worker-grpo"))
-from twgrpo import hashing  # noqa: E402
+from twgrpo import hashing, sums  # noqa: E402
 
 
 def main() -> int:
@@ -30,7 +30,7 @@ def main() -> int:
                 stream.write(os.urandom(64 << 20))
         files.append(path)
     ours = hashing.hash_files(files, label="bench")  # also warms the page cache
-    (args.scratch / "SHA256SUMS").write_text(hashing.format_sums((ours[p], p.name) for p in files))
+    (args.scratch / "SHA256SUMS").write_text(sums.format_sums((ours[p], p.name) for p in files))
     timings = {}
     for name, run in (("sha256sum -c", lambda: subprocess.run(["sha256sum", "--quiet", "-c", "SHA256SUMS"],
                                                               cwd=args.scratch, check=True)),

@@ -30,6 +30,9 @@ VERIFIER_NAME = "verify-two-worker-grpo-v1.py"
 SUMS = REPO / "checksums" / "SHA256SUMS"
 RUNTIME_ENV = REPO / "runtime-env.json"
 DEFAULT_JOB_ROOT = "/mnt/verl-reproduction"
+sys.path.insert(0, str(BUNDLE))
+from twgrpo import sums  # noqa: E402  (the one SHA256SUMS reader)
+
 PIN = re.compile(r"^readonly BUNDLE_SUMS_SHA256=[0-9a-f]{64}$", re.M)
 SKIP_PARTS = {"__pycache__"}
 
@@ -56,7 +59,7 @@ def repo_files() -> Dict[str, Path]:
 
 
 def sums_text(files: Dict[str, Path]) -> str:
-    return "".join(f"{sha256(path)}  {name}\n" for name, path in sorted(files.items()))
+    return sums.format_sums((sha256(path), name) for name, path in sorted(files.items()))
 
 
 def pin_launcher(launcher: Path, sums_sha: str) -> None:
@@ -84,15 +87,14 @@ def cmd_checksums(args: argparse.Namespace) -> int:
     return 0
 
 
-def chain_problems(files: Dict[str, Path], sums: Path, launcher: Path) -> List[str]:
+def chain_problems(files: Dict[str, Path], sums_file: Path, launcher: Path) -> List[str]:
     """Everything that breaks the hash chain, each with what to do."""
-    problems = []
-    if not sums.is_file():
-        return [f"{sums} is missing — run `make checksums`"]
-    listed = {}
-    for line in sums.read_text(encoding="utf-8").splitlines():
-        digest, _, name = line.partition("  ")
-        listed[name] = digest
+    problems: List[str] = []
+    if not sums_file.is_file():
+        return [f"{sums_file} is missing — run `make checksums`"]
+    parsed = sums.read(sums_file)
+    problems += [f"SHA256SUMS: {p.message} — run `make checksums`" for p in parsed.problems]
+    listed = parsed.entries
     for name, path in sorted(files.items()):
         if name not in listed:
             problems.append(f"{name}: not in SHA256SUMS — run `make checksums`")
@@ -103,8 +105,8 @@ def chain_problems(files: Dict[str, Path], sums: Path, launcher: Path) -> List[s
         problems.append(f"{name}: listed in SHA256SUMS but missing — run `make checksums`")
     match = PIN.search(launcher.read_text(encoding="utf-8"))
     pinned = match.group(0).split("=")[1] if match else None
-    if pinned != sha256(sums):
-        problems.append(f"{launcher.name}: pins SHA256SUMS {pinned}, actual {sha256(sums)} "
+    if pinned != sha256(sums_file):
+        problems.append(f"{launcher.name}: pins SHA256SUMS {pinned}, actual {sha256(sums_file)} "
                         "— run `make checksums`")
     return problems
 

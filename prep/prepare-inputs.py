@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
 
 from prep.volume import gsm8k, layout, pin  # noqa: E402
-from twgrpo import hashing, parquet  # noqa: E402
+from twgrpo import parquet, sums  # noqa: E402
 from twgrpo.findings import UsageError  # noqa: E402
 from twgrpo.profile import PROFILE_DIR, Profile, load_profile  # noqa: E402
 
@@ -94,16 +94,9 @@ def prepare_verl(profile: Profile, root: Path, source: str) -> str:
 # ------------------------------------------------------------------------------------ model
 def folder_problems(folder: Path) -> List[str]:
     """Files that do not match the folder's own SHA256SUMS (empty: it verifies)."""
-    sums = folder / "SHA256SUMS"
-    if not sums.is_file():
+    if not (folder / sums.NAME).is_file():
         return ["no SHA256SUMS"]
-    entries, bad = hashing.parse_sums(sums.read_text(encoding="utf-8"))
-    problems = [f"malformed line {line!r}" for line in bad]
-    for path, digest, got in hashing.mismatches(folder, entries, label=folder.name):
-        name = path.relative_to(folder).as_posix()
-        problems.append(f"{name}: {got.strerror}" if isinstance(got, OSError)
-                        else f"{name}: sha256 expected {digest}, actual {got}")
-    return problems
+    return [f"{p.name}: {p.message}" for p in sums.check_folder(folder, label=folder.name)[1]]
 
 
 def keep_if_verified(final: Path, what: str) -> bool:
@@ -234,6 +227,11 @@ def cmd_prepare(args: argparse.Namespace, profile: Profile) -> int:
 def cmd_pin(args: argparse.Namespace, profile: Profile) -> int:
     try:
         values = pin.read_pins(profile, args.prep_root)
+    except pin.UnsafeFolder as exc:
+        print(f"prepare-inputs: {exc} — nothing was pinned; prepare the folder again "
+              "(make prepare-inputs) so that SHA256SUMS lists its own regular files once each",
+              file=sys.stderr)
+        return 1
     except (OSError, ValueError, KeyError, layout.LayoutError) as exc:
         print(f"prepare-inputs: cannot read the inputs' pins under {args.prep_root}: {exc} — "
               "run make prepare-inputs first", file=sys.stderr)

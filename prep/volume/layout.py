@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict
 
-from twgrpo import hashing
+from twgrpo import hashing, sums
 
 # A fixed identity and date make a commit's hash depend only on the files.
 GIT_ENV = {"GIT_AUTHOR_NAME": "two-worker-grpo", "GIT_AUTHOR_EMAIL": "inputs@two-worker-grpo.invalid",
@@ -39,7 +39,7 @@ def file_digests(folder: Path) -> Dict[str, str]:
 def write_sums(folder: Path) -> None:
     """SHA256SUMS over every file in the folder (but itself), sorted, sha256sum's format."""
     digests = {k: v for k, v in file_digests(folder).items() if k != "SHA256SUMS"}
-    (folder / "SHA256SUMS").write_text(hashing.format_sums((d, n) for n, d in digests.items()),
+    (folder / "SHA256SUMS").write_text(sums.format_sums((d, n) for n, d in digests.items()),
                                        encoding="utf-8")
 
 

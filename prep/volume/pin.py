@@ -5,15 +5,31 @@ import json
 from pathlib import Path
 from typing import Dict
 
-from twgrpo import hashing, parquet
+from twgrpo import hashing, parquet, sums
+from twgrpo.inputs import required_files
 from twgrpo.profile import Profile
 
 from . import layout
 
 
+class UnsafeFolder(ValueError):
+    """A folder whose SHA256SUMS the inputs check would refuse: it is never pinned."""
+
+
+def refuse_unsafe(folder: Path, required: list) -> None:
+    """Raise UnsafeFolder unless every entry of folder/SHA256SUMS is sound and matches."""
+    _, problems = sums.check_folder(folder, required, label=folder.name)
+    if problems:
+        shown = "; ".join(f"{p.name}: {p.message}" for p in problems[:5])
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise UnsafeFolder(f"{folder}/SHA256SUMS cannot be pinned: {shown}{more}")
+
+
 def read_pins(profile: Profile, root: Path) -> Dict[str, str]:
     """The values a profile must hold to pin what is under ``root`` in its layout."""
     data = profile.data_root(root)
+    refuse_unsafe(profile.model_root(root), required_files(profile, "model"))
+    refuse_unsafe(data, required_files(profile, "data"))
     manifest = json.loads((data / "dataset-manifest.json").read_text(encoding="utf-8"))
     verl_parent = profile.verl_root(root).parent
     checkouts = sorted(p.name for p in verl_parent.iterdir() if (p / ".git").exists()) \

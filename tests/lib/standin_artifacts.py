@@ -30,4 +30,23 @@ def main(argv) -> int:
         world = profile.NODES * profile.GPUS_PER_NODE
         last = run_dir / "checkpoints" / f"global_step_{profile.TARGET_STEPS}" / "actor"
         (last / f"optim_world_size_{world}_rank_{world - 1}.pt").unlink()
+    if os.environ.get("STANDIN_FAULT") == "fill-disk":  # the runs volume fills up after training
+        fill(run_dir / ".filler")
     return 0
+
+
+def fill(path: Path) -> None:
+    """Write zeros to path until the file system says it is full."""
+    block = b"\0" * (64 << 10)
+    with open(path, "wb", buffering=0) as stream:
+        try:
+            while True:
+                stream.write(block)
+        except OSError:
+            pass
+    with open(path.with_name(path.name + "-small"), "wb", buffering=0) as stream:
+        try:  # the last partial page, so not even a small record fits
+            while True:
+                stream.write(b"\0" * 512)
+        except OSError:
+            pass

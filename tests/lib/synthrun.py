@@ -120,6 +120,8 @@ def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Seq
         (run_dir / "training.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
     argv = command.training_command(profile, Path(storage_root), run_id)
     (run_dir / "resolved-command.txt").write_text(" ".join(shlex.quote(a) for a in argv) + " \n")
+    (run_dir / "inputs.json").write_text(json.dumps({"phase": "inputs", "status": "passed",
+                                                     "checks": []}, indent=2))
     (run_dir / "preflight.json").write_text(json.dumps({
         "phase": "preflight", "status": "passed", "run_id": run_id,
         "workers": [{"ordinal": i, "hostname": h["hostname"], "node_ip": h["ip"],

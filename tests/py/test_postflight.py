@@ -190,13 +190,17 @@ def test_postflight_is_rerunnable_and_keeps_success(tmp_path):
     assert (run / "SUCCESS").read_text() == first
 
 
-def test_a_failing_rerun_keeps_what_was_written_and_records_the_new_verdict(tmp_path):
+def test_a_failing_rerun_supersedes_success_and_deletes_nothing(tmp_path):
     run = make(tmp_path)
     assert postflight(run) == 0
+    first = (run / "SUCCESS").read_text()
     tracker_mismatch(run)
     assert postflight(run) == 1
-    assert (run / "SUCCESS").exists()  # nothing is deleted ...
-    assert json.loads((run / "verification.json").read_text())["status"] == "failed"  # ... the verdict is
+    assert not (run / "SUCCESS").exists()  # SUCCESS never outlives its verification ...
+    [moved] = run.glob("SUCCESS.superseded-*")
+    assert moved.read_text() == first  # ... and nothing is deleted
+    record = json.loads((run / "verification.json").read_text())
+    assert record["status"] == "failed" and record["superseded_success"] == moved.name
 
 
 def test_tutorial_flags_override_the_profile(tmp_path):

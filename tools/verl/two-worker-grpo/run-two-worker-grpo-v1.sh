@@ -8,12 +8,20 @@
 # inputs, preflight (Ray probes on every node), training (python3 -m verl.trainer.main_ppo)
 # and postflight. It only connects to the cluster: it never starts or submits to Ray.
 #
-# Environment: STORAGE_ROOT (required), RUN_ID (required, new), PROFILE (a profile in
-#   profiles/, default the tutorial's 2x2 A100), PROBE_TIMEOUT (seconds, default 120),
+# The installed bundle must be exactly SHA256SUMS: a file or folder it does not list stops the
+# launcher. The verifier runs as `python3 -I -B` (nothing beside it, on PYTHONPATH or in the
+# user's site-packages can stand in for a module; no __pycache__ is written). A phase runs in a
+# process group of its own with a watchdog: however the launcher ends, KILL included, the
+# phase's whole group is stopped (TERM, then KILL after KILL_GRACE seconds).
+#
+# Environment: STORAGE_ROOT (required), RUN_ID (required, new, at most 128 characters),
+#   PROFILE (a profile in profiles/, default the tutorial's 2x2 A100), PROBE_TIMEOUT (seconds,
+#   default 120), KILL_GRACE (seconds a stopped phase gets before KILL, default 10),
 #   TRACE=1 (trace commands).
 # Exit codes: 0 SUCCESS; 1 a check failed; 2 usage error or missing input; 128+N stopped by
 #   signal N; otherwise the training command's status. Any failure after the run folder is
-#   claimed leaves FAILED there (time, phase, exit status, signal); nothing is removed.
+#   claimed leaves FAILED there (time, phase, exit status, signal, cause), written whole or
+#   not at all; nothing is removed.
 set -euo pipefail
 if [[ "${TRACE:-}" == 1 ]]; then
   PS4='+ ${BASH_SOURCE[0]##*/}:${LINENO}:${FUNCNAME[0]:-main}: '
@@ -21,9 +29,11 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=ecb0928cdbd32de7a3959f798ae9bb266ad10d0f8c80e58f9008e438d1f9ce03
+readonly BUNDLE_SUMS_SHA256=602c45aef0a763d691079699a31f6e9fbf6e8f7dbf61d60b6ccb5db013ce726e
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
+readonly MAX_RUN_ID=128  # the verifier's limit too
+readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
 BUNDLE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 readonly BUNDLE_DIR
 readonly VERIFY="$BUNDLE_DIR/verify-two-worker-grpo-v1.py"
@@ -31,8 +41,16 @@ readonly VERIFY="$BUNDLE_DIR/verify-two-worker-grpo-v1.py"
 PHASE=checks      # the phase FAILED names
 RUN_DIR=""        # set once the run folder is ours
 CHILD=""          # the running phase's process group
+WATCHDOG=""       # the running phase's watchdog (a process group of its own)
 SIGNAL=none
+CAUSE=""          # what FAILED says beyond phase, status and signal
 WORK=""           # scratch folder for NUL-separated lists
+KILL_GRACE=${KILL_GRACE:-10}
+export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the bundle, the inputs or anywhere else
+
+verify() {  # the verifier, isolated: -I keeps cwd, PYTHONPATH and user site off sys.path
+  python3 -I -B "$VERIFY" "$@"
+}
 
 die() {  # die CODE "(ID) what went wrong — what to do"
   local code=$1
@@ -53,7 +71,7 @@ sha256_of() {
 
 check_dependencies() {
   local cmd
-  for cmd in python3 sha256sum tee git mkdir date; do
+  for cmd in python3 sha256sum tee git mkdir date find ln sync; do
     command -v "$cmd" >/dev/null ||
       die 2 "(LAUNCH-E001) '$cmd' is not on PATH — run in the verl image, which provides it"
   done
@@ -81,12 +99,46 @@ verify_bundle() {
     fi
   done <"$sums"
   ((bad == 0)) || die 1 "(LAUNCH-E012) $bad bundle file(s) differ from SHA256SUMS — reinstall the bundle: make install-tools"
+  find_intruders "$sums"
+}
+
+# The bundle folder must hold exactly what SHA256SUMS lists: a profile or module dropped beside
+# the verified files could replace every pin or shadow a module. Lists every intruder (files,
+# folders, symlinks; __pycache__ too, which nothing here writes) before refusing.
+find_intruders() {  # find_intruders SUMS
+  local -A listed=([SHA256SUMS]=1 ["$LAUNCHER_NAME"]=1) folders=()
+  local expected name path rel kind count=0
+  while read -r expected name; do
+    name=${name#\*}
+    listed[$name]=1
+    while [[ "$name" == */* ]]; do
+      name=${name%/*}
+      folders[$name]=1
+    done
+  done <"$1"
+  while IFS= read -r -d '' path; do
+    rel=${path#"$BUNDLE_DIR"/}
+    kind=""
+    if [[ -L "$path" ]]; then
+      kind="symlink"
+    elif [[ -d "$path" ]]; then
+      [[ -n "${folders[$rel]:-}" ]] || kind="folder"
+    elif [[ ! -f "$path" ]]; then
+      kind="special file"
+    elif [[ -z "${listed[$rel]:-}" ]]; then
+      kind="file"
+    fi
+    [[ -n "$kind" ]] || continue
+    count=$((count + 1))
+    ((count > 20)) || printf '%s: (LAUNCH-E014) %s not in SHA256SUMS: %q\n' "$PROG" "$kind" "$rel" >&2
+  done < <(find "$BUNDLE_DIR" -mindepth 1 -print0)
+  ((count == 0)) || die 1 "(LAUNCH-E014) $count path(s) in $BUNDLE_DIR are not in SHA256SUMS (shown above) — the bundle must be exactly SHA256SUMS: move them out, or reinstall into a new folder (make install-tools)"
 }
 
 # Reads the run's paths from the profile (KEY=value lines) into globals.
 load_paths() {
   local out line
-  out=$(python3 "$VERIFY" paths --profile "$PROFILE" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID") ||
+  out=$(verify paths --profile "$PROFILE" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID") ||
     die 2 "(LAUNCH-E009) profile '${PROFILE:-default}' cannot be used (see above) — pick one in $BUNDLE_DIR/profiles/"
   while IFS= read -r line; do
     case "${line%%=*}" in
@@ -103,11 +155,15 @@ check_request() {
     die 2 "(LAUNCH-E002) STORAGE_ROOT is not set — export STORAGE_ROOT=<the shared volume's mount path in the job>"
   [[ -n "${RUN_ID:-}" ]] ||
     die 2 "(LAUNCH-E003) RUN_ID is not set — add a new RUN_ID to the job's environment variables"
+  ((${#RUN_ID} <= MAX_RUN_ID)) ||
+    die 2 "(LAUNCH-E015) RUN_ID is ${#RUN_ID} characters long; at most $MAX_RUN_ID are allowed — set a shorter RUN_ID"
   [[ "$RUN_ID" =~ $RUN_ID_FORM ]] ||
     die 2 "(LAUNCH-E004) RUN_ID '$RUN_ID' must match $RUN_ID_FORM — use letters, digits, '.', '_' and '-'"
   PROFILE=${PROFILE:-}  # empty: the bundle's default profile
   [[ -z "$PROFILE" || ("$PROFILE" =~ $RUN_ID_FORM && "$PROFILE" != *.env) ]] ||
     die 2 "(LAUNCH-E009) PROFILE '$PROFILE' must name a profile in the bundle (profiles/<name>.env, hash-checked), not a path"
+  [[ "$KILL_GRACE" =~ ^[1-9][0-9]{0,3}$ ]] ||
+    die 2 "(LAUNCH-E016) KILL_GRACE '$KILL_GRACE' must be a whole number of seconds from 1 to 9999 — unset it for the default 10"
   [[ -d "$STORAGE_ROOT" ]] ||
     die 2 "(LAUNCH-E005) STORAGE_ROOT $STORAGE_ROOT is not a directory — mount the shared volume there"
   [[ -w "$STORAGE_ROOT" ]] ||
@@ -118,29 +174,119 @@ check_request() {
     [[ -d "$dir" ]] ||
       die 2 "(LAUNCH-E007) input folder $dir is missing — prepare and check inputs on the prep box: make prepare-inputs verify-inputs"
   done
-  [[ ! -e "$RUN_DIR_PLANNED" ]] ||
+  [[ ! -e "$RUN_DIR_PLANNED" && ! -L "$RUN_DIR_PLANNED" ]] ||
     die 2 "(LAUNCH-E008) run folder $RUN_DIR_PLANNED already exists — set a new RUN_ID; a run folder is never reused"
+  local runs=${RUN_DIR_PLANNED%/*}
+  while [[ ! -e "$runs" ]]; do runs=${runs%/*}; done  # the deepest folder that exists
+  [[ -w "$runs" ]] ||
+    die 2 "(LAUNCH-E017) $runs is not writable, so the run folder cannot be created — mount the volume read-write (runs/ included)"
 }
 
 claim_run_folder() {
-  mkdir -p "$(dirname "$RUN_DIR_PLANNED")"
+  local err
+  err=$(mkdir -p -- "${RUN_DIR_PLANNED%/*}" 2>&1) ||
+    die 2 "(LAUNCH-E018) cannot create ${RUN_DIR_PLANNED%/*}: $(cause "$err") — check the volume's space and permissions"
   # mkdir without -p fails if the folder exists, so two launchers cannot share one RUN_ID.
-  mkdir "$RUN_DIR_PLANNED" 2>/dev/null ||
-    die 2 "(LAUNCH-E008) run folder $RUN_DIR_PLANNED already exists — set a new RUN_ID; a run folder is never reused"
+  if ! err=$(mkdir -- "$RUN_DIR_PLANNED" 2>&1); then
+    [[ ! -e "$RUN_DIR_PLANNED" && ! -L "$RUN_DIR_PLANNED" ]] ||
+      die 2 "(LAUNCH-E008) run folder $RUN_DIR_PLANNED already exists — set a new RUN_ID; a run folder is never reused"
+    die 2 "(LAUNCH-E018) cannot create the run folder $RUN_DIR_PLANNED: $(cause "$err") — check the volume's space and permissions"
+  fi
   RUN_DIR=$RUN_DIR_PLANNED
   WORK=$(mktemp -d)
+}
+
+cause() {  # cause "tool: path: reason": the first line's reason alone
+  local text=${1%%$'\n'*}
+  printf '%s\n' "${text##*: }"
+}
+
+# Writes a marker whole or not at all: a temporary file beside it, fsynced, then hard-linked
+# into place (link is atomic and never replaces a file). A full or read-only disk leaves no
+# marker and one error naming the cause.
+write_marker() {  # write_marker PATH TEXT
+  local path=$1 text=$2 temporary err
+  temporary="${path%/*}/.${path##*/}.$$.tmp"
+  # noclobber: a planted file or symlink at the temporary name is never written through
+  if err=$({ set -C && printf '%s' "$text" >"$temporary" && sync -- "$temporary" && ln -- "$temporary" "$path"; } 2>&1); then
+    rm -f -- "$temporary"
+    sync -- "${path%/*}" 2>/dev/null || true
+    return 0
+  fi
+  rm -f -- "$temporary" 2>/dev/null
+  printf '%s: (LAUNCH-E019) cannot write %s: %s — free space on the volume or mount it read-write; nothing half-written was left\n' \
+    "$PROG" "$path" "$(cause "$err")" >&2
+  return 1
 }
 
 write_failed() {  # never overwrites: a FAILED that exists keeps its first cause
   local status=$1
   [[ -n "$RUN_DIR" && ! -e "$RUN_DIR/FAILED" && ! -e "$RUN_DIR/SUCCESS" ]] || return 0
+  local where=$RUN_DIR/FAILED
+  write_marker "$where" "$(printf 'time=%s\nphase=%s\nexit_status=%s\nsignal=%s\nrun_id=%s\ncause=%s' \
+    "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$PHASE" "$status" "$SIGNAL" "$RUN_ID" "${CAUSE:-exit status}")"$'\n' ||
+    where="not recorded (LAUNCH-E019 above)"
+  printf '%s: FAILED in phase %s (exit status %s, signal %s): %s\n' \
+    "$PROG" "$PHASE" "$status" "$SIGNAL" "$where" >&2
+}
+
+# Stops a process group: SIGNAL first, then KILL once it has had KILL_GRACE seconds.
+stop_group() {  # stop_group SIGNAL PGID
+  local signal=$1 group=$2 tick
+  kill -"$signal" -- "-$group" 2>/dev/null || return 0
+  for ((tick = 0; tick < 2 * KILL_GRACE; tick++)); do
+    kill -0 -- "-$group" 2>/dev/null || return 0
+    sleep 0.5
+  done
+  printf '%s: (LAUNCH-E021) phase %s still ran %s s after SIG%s; sent KILL to its process group %s\n' \
+    "$PROG" "$PHASE" "$KILL_GRACE" "$signal" "$group" >&2
+  kill -KILL -- "-$group" 2>/dev/null || true
+}
+
+# A KILL runs no trap, so each phase gets a watchdog in a process group of its own (a KILL of
+# the launcher's group does not reach it): once the launcher is gone, it writes what FAILED can
+# say and stops the phase's whole group. It ends with the phase.
+start_watchdog() {  # start_watchdog PGID
+  local group=$1 launcher=$$ started
+  started=$(start_time "$$")
+  set -m
   (
-    set -o noclobber
-    printf 'time=%s\nphase=%s\nexit_status=%s\nsignal=%s\nrun_id=%s\n' \
-      "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$PHASE" "$status" "$SIGNAL" "$RUN_ID" >"$RUN_DIR/FAILED"
-  ) 2>/dev/null || true
-  printf '%s: FAILED in phase %s (exit status %s, signal %s): %s/FAILED\n' \
-    "$PROG" "$PHASE" "$status" "$SIGNAL" "$RUN_DIR" >&2
+    trap - TERM INT EXIT
+    if [[ -w "$RUN_DIR/driver.log" ]]; then
+      exec >>"$RUN_DIR/driver.log" 2>&1  # not the launcher's pipe to tee: tee may end
+    else
+      exec >/dev/null 2>&1
+    fi
+    while [[ "$(start_time "$launcher")" == "$started" ]]; do
+      kill -0 -- "-$group" 2>/dev/null || exit 0
+      sleep 0.5
+    done
+    kill -0 -- "-$group" 2>/dev/null || exit 0
+    SIGNAL=unknown
+    CAUSE="the launcher (pid $launcher) ended without stopping phase $PHASE (killed, e.g. SIGKILL); the watchdog stopped the phase's process group $group"
+    printf '%s: (LAUNCH-E020) %s\n' "$PROG" "$CAUSE"
+    write_failed unknown 2>&1
+    stop_group TERM "$group"
+  ) &
+  WATCHDOG=$!
+  set +m
+}
+
+# A process's start time (field 22 of /proc/PID/stat), empty once it is gone or a zombie; with
+# the pid it names the launcher even if the pid is reused.
+start_time() {  # start_time PID
+  local stat
+  read -r stat 2>/dev/null </proc/"$1"/stat || return 0
+  stat=${stat##*) }  # the fields after "(command name)", which may hold spaces
+  read -r -a stat <<<"$stat"
+  [[ "${stat[0]}" == Z ]] || printf '%s\n' "${stat[19]}"
+}
+
+stop_watchdog() {
+  [[ -n "$WATCHDOG" ]] || return 0
+  kill -KILL -- "-$WATCHDOG" 2>/dev/null || true
+  wait "$WATCHDOG" 2>/dev/null || true
+  WATCHDOG=""
 }
 
 on_signal() {
@@ -149,8 +295,9 @@ on_signal() {
   trap - TERM INT
   write_failed $((128 + number))  # first: a preempted machine may not live long
   if [[ -n "$CHILD" ]]; then
-    kill -"$name" -- "-$CHILD" 2>/dev/null || true
+    stop_group "$name" "$CHILD"
   fi
+  stop_watchdog
   exit $((128 + number))
 }
 
@@ -184,7 +331,9 @@ run_phase() {
   "$@" &
   CHILD=$!
   set +m
+  start_watchdog "$CHILD"
   wait "$CHILD" || status=$?
+  stop_watchdog
   CHILD=""
   printf '%s: phase %s ended with status %s after %s s\n' "$PROG" "$PHASE" "$status" $((SECONDS - started))
   return "$status"
@@ -195,7 +344,7 @@ read_nul_list() {  # read_nul_list ARRAY_NAME FILE
 }
 
 export_environment() {
-  python3 "$VERIFY" env --profile "$PROFILE" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" >"$WORK/env" ||
+  verify env --profile "$PROFILE" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" >"$WORK/env" ||
     die 2 "(LAUNCH-E009) cannot build the run environment (see above)"
   local -a assignments
   local kv
@@ -230,20 +379,20 @@ main() {
 
   local launcher_sha
   launcher_sha=$(sha256_of "${BASH_SOURCE[0]}")
-  python3 "$VERIFY" record-run --profile "$PROFILE" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" \
+  verify record-run --profile "$PROFILE" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" \
     --bundle-sums-sha256 "$BUNDLE_SUMS_SHA256" --launcher-sha256 "$launcher_sha"
 
-  run_phase inputs python3 "$VERIFY" inputs --profile "$PROFILE" --storage-root "$STORAGE_ROOT" \
+  run_phase inputs python3 -I -B "$VERIFY" inputs --profile "$PROFILE" --storage-root "$STORAGE_ROOT" \
     --output-dir "$RUN_DIR"
 
   PHASE=environment
   export_environment
 
-  run_phase preflight python3 "$VERIFY" preflight --profile "$PROFILE" --run-id "$RUN_ID" \
+  run_phase preflight python3 -I -B "$VERIFY" preflight --profile "$PROFILE" --run-id "$RUN_ID" \
     --output-dir "$RUN_DIR" --storage-root "$STORAGE_ROOT" --probe-timeout "${PROBE_TIMEOUT:-120}"
 
   PHASE=training
-  python3 "$VERIFY" command --profile "$PROFILE" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" >"$WORK/command" ||
+  verify command --profile "$PROFILE" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" >"$WORK/command" ||
     die 2 "(LAUNCH-E009) cannot build the training command (see above)"
   read_nul_list TRAINING_COMMAND "$WORK/command"
   printf '%q ' "${TRAINING_COMMAND[@]}" >"$RUN_DIR/resolved-command.txt"
@@ -251,7 +400,7 @@ main() {
   printf 'Executing: %s\n' "$(cat "$RUN_DIR/resolved-command.txt")"
   run_phase training train_and_log
 
-  run_phase postflight python3 "$VERIFY" postflight --profile "$PROFILE" --run-id "$RUN_ID" \
+  run_phase postflight python3 -I -B "$VERIFY" postflight --profile "$PROFILE" --run-id "$RUN_ID" \
     --output-dir "$RUN_DIR"
   [[ -s "$RUN_DIR/SUCCESS" ]] ||
     die 1 "(LAUNCH-E013) postflight passed but wrote no SUCCESS — see $RUN_DIR/verification.json"

@@ -13,11 +13,14 @@ from typing import List, Optional
 
 from . import command, inputs
 from .catalog import CATALOG
-from .findings import (EXIT_USAGE, UsageError, phase_record, print_findings, run_checks,
+from .findings import (EXIT_FAILED, EXIT_USAGE, UsageError, phase_record, print_findings, run_checks,
                        utc_now, verdict)
 from .profile import NAME as RUN_ID
 from .profile import Profile, load_profile, with_overrides
-from .records import write_json
+from .records import RecordError, write_json
+from .runfolder import record_phase, refuse_symlinked
+
+MAX_RUN_ID = 128  # the launcher's limit too: a run folder name must fit every file system
 
 
 # A run folder holds at least one of these; a folder with none is not a run (nothing to judge).
@@ -102,14 +105,17 @@ def run_folder(args: argparse.Namespace):
     if run_id == "":
         raise UsageError(f"no RUN_ID given: make {args.phase} RUN_ID=<run> (make runs lists "
                          "them; or --run-id RUN_ID)")
+    if run_id is not None and len(run_id) > MAX_RUN_ID:
+        raise UsageError(f"RUN_ID is {len(run_id)} characters long; at most {MAX_RUN_ID} are "
+                         "allowed (set a shorter RUN_ID)")
     if run_id is not None and not RUN_ID.match(run_id):
         raise UsageError(f"RUN_ID {run_id!r} must match {RUN_ID.pattern} (set RUN_ID=<run>)")
     if args.output_dir is not None:
-        return args.output_dir, run_id or args.output_dir.name
+        return refuse_symlinked(args.output_dir), run_id or args.output_dir.name
     if args.storage_root is None or not run_id:
         raise UsageError("name the run: --output-dir RUN_FOLDER, or --storage-root ROOT --run-id "
                          f"RUN_ID (make {args.phase} RUN_ID=<run>)")
-    return command.run_dir(args.storage_root, run_id), run_id
+    return refuse_symlinked(command.run_dir(args.storage_root, run_id)), run_id
 
 
 def profile_for(args: argparse.Namespace) -> Profile:
@@ -158,9 +164,9 @@ def cmd_inputs(args: argparse.Namespace, profile: Profile) -> int:
     print_findings(results)
     code = verdict("inputs", results)
     if args.output_dir:
-        write_json(args.output_dir / "inputs.json",
-                   phase_record("inputs", results, profile=profile.PROFILE_NAME,
-                                storage_root=str(ctx.storage_root), evidence=ctx.evidence))
+        record_phase(refuse_symlinked(args.output_dir), "inputs.json",
+                     phase_record("inputs", results, profile=profile.PROFILE_NAME,
+                                  storage_root=str(ctx.storage_root), evidence=ctx.evidence))
     return code
 
 
@@ -203,7 +209,7 @@ def cmd_runtime_env(args: argparse.Namespace, profile: Profile) -> int:
 def cmd_record_run(args: argparse.Namespace, profile: Profile) -> int:
     import platform
     import socket
-    run = command.run_dir(args.storage_root, args.run_id)
+    run = refuse_symlinked(command.run_dir(args.storage_root, args.run_id))
     write_json(run / "run.json", {
         "run_id": args.run_id, "started_at": utc_now(), "storage_root": str(args.storage_root),
         "profile": profile.to_json(), "bundle_sums_sha256": args.bundle_sums_sha256,
@@ -263,3 +269,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except RecordError as exc:  # a full or read-only disk: one line that names the cause
+        print(f"verify-two-worker-grpo-v1: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as exc:  # anything else the disk refuses: still one line, never a traceback
+        print(f"verify-two-worker-grpo-v1: (GEN-E003) {exc.filename or args.phase}: "
+              f"{exc.strerror or exc} — check the volume (space, permissions, mount)",
+              file=sys.stderr)
+        return EXIT_FAILED

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
+import errno
+import stat
 import sys
 import threading
 import time
@@ -12,7 +13,6 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, TextIO, Tuple, Union
 
 CHUNK = 8 << 20
-SUMS_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
 
 
 class Progress:
@@ -38,7 +38,13 @@ class Progress:
 
 def sha256_file(path: Union[str, Path], progress: Optional[Progress] = None) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb", buffering=0) as stream:
+    # O_NONBLOCK and the fstat: a FIFO or device listed by mistake fails at once instead of
+    # blocking or reading forever.
+    fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    with open(fd, "rb", buffering=0) as stream:
         buffer = bytearray(CHUNK)
         view = memoryview(buffer)
         while True:
@@ -74,24 +80,6 @@ def hash_files(paths: Iterable[Path], label: str = "sha256",
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return dict(pool.map(one, ordered))
-
-
-def parse_sums(text: str) -> Tuple[List[Tuple[str, str]], List[str]]:
-    """Parse `sha256sum` output: (digest, name) pairs and the malformed lines."""
-    entries, bad = [], []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        match = SUMS_LINE.match(line)
-        if match:
-            entries.append((match.group(1).lower(), match.group(2)))
-        else:
-            bad.append(line)
-    return entries, bad
-
-
-def format_sums(entries: Iterable[Tuple[str, str]]) -> str:
-    return "".join(f"{digest}  {name}\n" for digest, name in entries)
 
 
 def mismatches(folder: Path, entries: Iterable[Tuple[str, str]],

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import hashing, parquet, safetensors
+from . import hashing, parquet, safetensors, sums
 from .findings import Check, Finding, finding, mismatch
 from .mounts import mount_for
 from .profile import Profile
@@ -97,37 +97,46 @@ def check_verl_checkout(ctx: InputsContext) -> List[Finding]:
 
 def _sums_file(folder: Path, pin: str, what: str, ctx: InputsContext) -> Optional[List[Finding]]:
     """Check that SHA256SUMS exists and hashes to the pin; None means carry on."""
-    sums = folder / "SHA256SUMS"
-    if not sums.is_file():
+    path = folder / sums.NAME
+    if not path.is_file():
         return [finding("INP-E006", str(folder), f"no SHA256SUMS in the {what} folder")]
-    actual = hashing.sha256_file(sums)
+    actual = hashing.sha256_file(path)
     ctx.evidence[f"{what}_sums_sha256"] = actual
     if actual != pin:
-        return [mismatch("INP-E007", str(sums), f"{what} SHA256SUMS sha256", pin, actual)]
+        return [mismatch("INP-E007", str(path), f"{what} SHA256SUMS sha256", pin, actual)]
     return None
+
+
+# sums.check_folder's problem kinds -> finding ids
+SUMS_FINDINGS = {sums.UNREADABLE: "INP-E024", sums.MALFORMED: "INP-E015", sums.ESCAPES: "INP-E020",
+                 sums.DUPLICATE: "INP-E021", sums.SYMLINK_OUT: "INP-E022",
+                 sums.NOT_REGULAR: "INP-E023", sums.REQUIRED: "INP-E025",
+                 sums.MISSING: "INP-E009", sums.MISMATCH: "INP-E008"}
+
+
+def required_files(profile: Profile, what: str) -> List[str]:
+    """The files of a folder the run reads, so an empty or partial SHA256SUMS cannot pass."""
+    if what == "model":
+        return ["config.json", profile.MODEL_WEIGHTS]
+    return ["train.parquet", "test.parquet", "dataset-manifest.json"]
 
 
 def _verify_folder(folder: Path, pin: str, what: str, ctx: InputsContext) -> List[Finding]:
     found = _sums_file(folder, pin, what, ctx)
     if found is not None:
         return found
-    found = []
-    entries, bad = hashing.parse_sums((folder / "SHA256SUMS").read_text(encoding="utf-8"))
-    for line in bad:
-        found.append(finding("INP-E015", str(folder / "SHA256SUMS"), f"malformed line {line!r}"))
-    listed = {name[2:] if name.startswith("./") else name for _, name in entries}
+    listing, problems = sums.check_folder(folder, required_files(ctx.profile, what), ctx.deep,
+                                          label=f"{what} files")
+    found = [finding(SUMS_FINDINGS[p.kind], str(folder / p.name) if p.kind != sums.UNREADABLE
+                     else p.name, p.message) for p in problems]
+    if any(p.kind == sums.UNREADABLE for p in problems):
+        return found  # nothing is listed, so every file would look stray
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = path.relative_to(folder).as_posix()
-        if rel != "SHA256SUMS" and rel not in listed and "/.git/" not in f"/{rel}":
+        if rel != "SHA256SUMS" and rel not in listing.entries and "/.git/" not in f"/{rel}":
             found.append(finding("INP-W001", str(path), "not listed in SHA256SUMS"))
-    if not ctx.deep:
-        return found
-    for path, digest, got in hashing.mismatches(folder, entries, label=f"{what} files"):
-        if isinstance(got, OSError):
-            found.append(finding("INP-E009", str(path), f"cannot read: {got.strerror}"))
-        else:
-            found.append(mismatch("INP-E008", str(path), "sha256", digest, got))
-    ctx.evidence[f"{what}_files_verified"] = len(entries)
+    if ctx.deep:
+        ctx.evidence[f"{what}_files_verified"] = len(listing.entries)
     return found
 
 

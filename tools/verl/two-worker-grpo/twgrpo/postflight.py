@@ -19,6 +19,7 @@ from .findings import (Finding, Skip, UsageError, finding, mismatch, phase_recor
                        print_findings, run_checks, utc_now, verdict)
 from .profile import Profile
 from .records import read_json, write_json, write_new_text
+from .runfolder import record_phase
 
 REQUIRED_SCALARS = ("training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr",
                     "critic/score/mean")
@@ -127,6 +128,18 @@ def check_resolved_command(ctx: PostflightContext) -> List[Finding]:
             found.append(mismatch("POST-E006", str(path), key, want, have or "absent"))
     ctx.evidence["resolved_command_overrides"] = len(argv) - 3
     return found
+
+
+def check_inputs_record(ctx: PostflightContext) -> List[Finding]:
+    """SUCCESS needs every phase: the inputs check the launcher ran must have passed too."""
+    path = ctx.run_dir / "inputs.json"
+    try:
+        status = read_json(path).get("status")
+    except (OSError, ValueError, AttributeError) as exc:
+        return [finding("POST-E041", str(path), f"cannot read the inputs record ({exc})")]
+    if status != "passed":
+        return [finding("POST-E041", str(path), f"inputs status is {status!r}, not 'passed'")]
+    return []
 
 
 def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
@@ -268,6 +281,7 @@ CHECKS = [
     ("fatal-markers", check_fatal_markers),
     ("completion-markers", check_completion_markers),
     ("resolved-command", check_resolved_command),
+    ("inputs-record", check_inputs_record),
     ("rank-placement", check_rank_placement),
     ("tensorboard-scalars", check_tensorboard),
     ("rollouts", check_rollouts),
@@ -294,17 +308,15 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
         **ctx.placement_record, "status": "passed" if placement_findings.passed else "failed",
         "phase": "distributed_rank_placement", "source": "training_log", "run_id": run_id,
         "checked_at": utc_now(), "findings": [f.to_json() for f in placement_findings.findings]})
-    write_json(run_dir / "verification.json", phase_record(
+    # A failed verdict moves an earlier SUCCESS aside (record_phase), so SUCCESS never outlives
+    # the verification that justified it.
+    record_phase(run_dir, "verification.json", phase_record(
         "postflight", results, run_id=run_id, profile=profile.to_json(), world_size=world,
         target_steps=profile.TARGET_STEPS, evidence=ctx.evidence))
     success = run_dir / "SUCCESS"
     if code == 0:
-        if success.exists():
-            print(f"postflight: {success} already exists; kept as it is")
-        else:
-            write_new_text(success, utc_now() + "\n")
+        if write_new_text(success, utc_now() + "\n"):
             print(f"postflight: wrote {success}")
-    elif success.exists():
-        print(f"postflight: {success} from an earlier verdict stays (nothing is deleted); this "
-              f"verdict is in {run_dir / 'verification.json'}")
+        else:
+            print(f"postflight: {success} already exists; kept as it is")
     return code

@@ -21,7 +21,8 @@ from .findings import (Finding, Skip, UsageError, finding, mismatch, phase_recor
                        print_findings, run_checks, verdict)
 from .probe import probe_node
 from .profile import Profile
-from .records import read_json, write_json, write_text
+from .records import read_json, write_text
+from .runfolder import record_phase
 
 NODE_ID = re.compile(r"^[0-9a-f]{56}$")
 ENGINE_MODULES = {"sglang": "sglang", "vllm": "vllm", "hf": HF_ROLLOUT_MODULE}
@@ -354,7 +355,7 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
         print("WORKER_TOPOLOGY " + json.dumps(row, sort_keys=True), flush=True)
     print_findings(results)
     code = verdict("preflight", results)
-    write_json(run_dir / "preflight.json", phase_record(
+    record_phase(run_dir, "preflight.json", phase_record(
         "preflight", results, run_id=run_id, profile=profile.to_json(),
         expected_nodes=profile.NODES, expected_gpus_per_node=profile.GPUS_PER_NODE,
         world_size=profile.world_size, cluster_resources=ctx.cluster_resources,

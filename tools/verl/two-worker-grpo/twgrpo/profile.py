@@ -142,8 +142,32 @@ def resolve_profile_path(name_or_path: Optional[str]) -> Path:
     return PROFILE_DIR / f"{name}.env"
 
 
+def refuse_unlisted(path: Path) -> None:
+    """In an installed bundle (SHA256SUMS beside the verifier) a profile of the bundle counts
+    only when SHA256SUMS lists it with its hash: a dropped-in profile could re-pin everything."""
+    listing = BUNDLE_DIR / "SHA256SUMS"
+    if path.resolve().parent != PROFILE_DIR or not listing.is_file():
+        return
+    from . import hashing, sums
+    name = f"profiles/{path.name}"
+    digest = sums.read(listing).entries.get(name)
+    if digest is None:
+        raise UsageError(f"profile {path} is not listed in the bundle's SHA256SUMS; only the "
+                         "installed, hash-checked profiles can be used (add it in the repo, then "
+                         "make checksums install-tools)")
+    try:
+        actual = hashing.sha256_file(path)
+    except OSError as exc:
+        raise UsageError(f"cannot read profile {path}: {exc.strerror}")
+    if actual != digest:
+        raise UsageError(f"profile {path}: sha256 {actual} differs from SHA256SUMS ({digest}); "
+                         "reinstall the bundle (make install-tools FORCE=1)")
+
+
 def load_profile(name_or_path: Optional[str] = None) -> Profile:
     path = resolve_profile_path(name_or_path)
+    if path.exists():
+        refuse_unlisted(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

@@ -1,4 +1,10 @@
-"""JSON records on shared storage: written atomically, read with a clear error."""
+"""JSON records and markers on shared storage: written whole or not at all, read with a clear error.
+
+Every write goes to a temporary file beside the target, is fsynced, then renamed (records) or
+hard-linked (markers, which never replace an existing file) into place; a full or read-only
+disk leaves the old file or nothing, never a torn or empty one. Files get the mode the umask
+allows (0644 under the usual 022), so another user can read the run's records.
+"""
 from __future__ import annotations
 
 import json
@@ -6,6 +12,71 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+
+class RecordError(OSError):
+    """A record or marker could not be written; str() names the id, the file and the cause.
+
+    An OSError, so callers that already catch OSError around a write keep working; its
+    strerror is the cause alone (e.g. "No space left on device")."""
+
+    def __init__(self, fid: str, message: str, cause: str = "", errno: int = 0):
+        super().__init__(errno, cause or message)
+        self.fid, self.message = fid, message
+
+    def __str__(self) -> str:
+        return f"({self.fid}) {self.message}"
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _refuse_symlink(path: Path) -> None:
+    if path.is_symlink():
+        raise RecordError("GEN-E004", f"{path} is a symlink (to {os.readlink(str(path))}); "
+                          "records are written only as plain files in the run folder",
+                          "it is a symlink")
+
+
+def _write_temporary(path: Path, text: str) -> str:
+    """A fsynced temporary file beside ``path`` holding ``text``; its name."""
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+    except BaseException:
+        _remove(temporary)
+        raise
+    return temporary
+
+
+def _remove(name: str) -> None:
+    try:
+        os.unlink(name)
+    except FileNotFoundError:
+        pass
+
+
+def _fsync_folder(folder: Path) -> None:
+    fd = os.open(str(folder), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems cannot fsync a folder; the rename is done anyway
+        pass
+    finally:
+        os.close(fd)
+
+
+def _cannot(path: Path, exc: OSError) -> RecordError:
+    return RecordError("GEN-E002", f"cannot write {path}: {exc.strerror or exc} — free space on "
+                       "the volume or mount it read-write, then run this phase again",
+                       exc.strerror or str(exc), exc.errno or 0)
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -16,28 +87,36 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def write_text(path: Path, text: str) -> None:
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    path = Path(path)
+    _refuse_symlink(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
+        temporary = _write_temporary(path, text)
         try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
+            os.replace(temporary, str(path))
+        except BaseException:
+            _remove(temporary)
+            raise
+        _fsync_folder(path.parent)
+    except OSError as exc:
+        raise _cannot(path, exc) from None
 
 
-def write_new_text(path: Path, text: str) -> None:
-    """Create ``path`` with ``text``; refuse if it exists (markers are never overwritten)."""
-    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as stream:
-        stream.write(text)
-        stream.flush()
-        os.fsync(stream.fileno())
+def write_new_text(path: Path, text: str) -> bool:
+    """Create ``path`` whole with ``text``; False if it exists (markers are never overwritten)."""
+    path = Path(path)
+    _refuse_symlink(path)
+    try:
+        temporary = _write_temporary(path, text)
+        try:
+            os.link(temporary, str(path))  # atomic, and refuses an existing file
+        except FileExistsError:
+            return False
+        finally:
+            _remove(temporary)
+        _fsync_folder(path.parent)
+    except OSError as exc:
+        raise _cannot(path, exc) from None
+    return True
 
 
 def read_json(path: Path) -> Any:
