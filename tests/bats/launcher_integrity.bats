@@ -24,7 +24,7 @@ teardown() {
 }
 
 launch() {
-  run bash "$BUNDLE/run-two-worker-grpo-v1.sh" "$@"
+  run bash "$BUNDLE/run-two-worker-grpo-v1.sh"
 }
 
 need_root() {  # mounts need root; counted as a skip elsewhere
