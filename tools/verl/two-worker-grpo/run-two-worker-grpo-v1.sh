@@ -29,7 +29,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=602c45aef0a763d691079699a31f6e9fbf6e8f7dbf61d60b6ccb5db013ce726e
+readonly BUNDLE_SUMS_SHA256=81dcc13035643735caadb9c0ed319eb6c067c76b7f895f95e4bb6365afbeab82
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too
@@ -201,7 +201,7 @@ cause() {  # cause "tool: path: reason": the first line's reason alone
   printf '%s\n' "${text##*: }"
 }
 
-# Writes a marker whole or not at all: a temporary file beside it, fsynced, then hard-linked
+# Writes a marker or record whole or not at all: a temporary file beside it, fsynced, then hard-linked
 # into place (link is atomic and never replaces a file). A full or read-only disk leaves no
 # marker and one error naming the cause.
 write_marker() {  # write_marker PATH TEXT
@@ -395,9 +395,11 @@ main() {
   verify command --profile "$PROFILE" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" >"$WORK/command" ||
     die 2 "(LAUNCH-E009) cannot build the training command (see above)"
   read_nul_list TRAINING_COMMAND "$WORK/command"
-  printf '%q ' "${TRAINING_COMMAND[@]}" >"$RUN_DIR/resolved-command.txt"
-  printf '\n' >>"$RUN_DIR/resolved-command.txt"
-  printf 'Executing: %s\n' "$(cat "$RUN_DIR/resolved-command.txt")"
+  local resolved
+  resolved=$(printf '%q ' "${TRAINING_COMMAND[@]}")
+  write_marker "$RUN_DIR/resolved-command.txt" "$resolved"$'\n' ||
+    die 1 "(LAUNCH-E019) the training command could not be recorded (see above), so the run could not be judged afterwards"
+  printf 'Executing: %s\n' "$resolved"
   run_phase training train_and_log
 
   run_phase postflight python3 -I -B "$VERIFY" postflight --profile "$PROFILE" --run-id "$RUN_ID" \

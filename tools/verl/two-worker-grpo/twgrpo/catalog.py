@@ -23,7 +23,7 @@ CATALOG = {
     "LAUNCH-E016": ("KILL_GRACE is not a whole number of seconds", "Unset KILL_GRACE (default 10 s) or set it to 1..9999."),
     "LAUNCH-E017": ("runs/ is not writable", "Mount the volume read-write, runs/ included; check the folder's owner and mode."),
     "LAUNCH-E018": ("the run folder cannot be created", "The message names the cause (no space left, name too long, permissions): fix it and start again with a new RUN_ID."),
-    "LAUNCH-E019": ("a marker (FAILED) cannot be written", "The disk is full or read-only: the run failed anyway (see the line above); free space, then judge it again with make postflight RUN_ID=..."),
+    "LAUNCH-E019": ("the launcher cannot write FAILED or resolved-command.txt", "The disk is full or read-only (the message names the cause); nothing half-written is left. Free space and re-run with a new RUN_ID, or judge a finished run again with make postflight RUN_ID=..."),
     "LAUNCH-E020": ("the launcher died and its watchdog stopped the phase", "Something killed the launcher (often the platform after its grace period): see FAILED's cause; re-run with a new RUN_ID."),
     "LAUNCH-E021": ("a phase ignored TERM and was killed", "The phase's whole process group got KILL after KILL_GRACE seconds; its last records may be missing. Re-run with a new RUN_ID."),
     # General
