@@ -81,7 +81,7 @@ find_wheel() {
   if [[ -z "${wheel:-}" ]]; then
     wheel=$root/wheels/$VERL_WHEEL_NAME
     python3 -m pip download -q --no-deps -d "$root/wheels" verl==0.6.0 >&2 ||
-      die 2 "cannot get $VERL_WHEEL_NAME (no pip or no network?) — set SMOKE_VERL_WHEEL=/path/to/$VERL_WHEEL_NAME, or run make test once (it caches it)"
+      die 2 "cannot get $VERL_WHEEL_NAME with pip (no python3-pip, or no network?) — set SMOKE_VERL_WHEEL=/path/to/$VERL_WHEEL_NAME, or run make test once (it caches it)"
   fi
   local actual
   actual=$(sha256sum "$wheel")
@@ -144,7 +144,7 @@ main() {
   good=$(basename "$FIXTURE")
   damaged=demo-damaged-checkpoint
   say "A scratch volume with generated inputs"
-  step "inputs exist without any download: a tiny random Qwen2, synthetic GSM8K-format parquet, verl 0.6.0 as a pinned checkout" \
+  step "inputs made here, no hub needed: a tiny random Qwen2, synthetic GSM8K-format parquet, and verl 0.6.0 (from its wheel) as a pinned git checkout" \
     python3 "$REPO/dev/generate-inputs.py" --storage-root "$vol" --profile "$PROFILE" --verl-wheel "$wheel"
   moment_one "$vol"
   moment_two "$vol/runs/verl/two-worker-grpo" "$good" "$damaged"
