@@ -100,10 +100,12 @@ def test_hostile_artifacts_are_shown_as_text_and_never_run(run, capsys):
     rows[1]["input"] = "A" * (5 * MAX_SAMPLE_CHARS)
     rollout.write_text("".join(json.dumps(r) + "\n" for r in rows))
     preflight = json.loads((run / "preflight.json").read_text())
-    preflight["workers"][0]["hostname"] = "<svg onload=alert(2)>vm]]>&"
+    preflight["workers"][0]["hostname"] = "<svg onload=alert(2)>vm]]>&\x1b]0;pwned\x07\x1b[2J"
     (run / "preflight.json").write_text(json.dumps(preflight))
-    code, _, text = report(run, capsys)
+    code, out, text = report(run, capsys)
     assert code == 0
+    assert "\x1b" not in out and "\x07" not in out  # no escape sequence reaches the terminal
+    assert "<svg onload=alert(2)>vm]]>&\ufffd]0;pwned" in out
     page = Page(text)
     assert not page.tags("script") and not page.tags("img")
     assert all(not any(k.startswith("on") for k in attrs) for _, attrs in page.elements)

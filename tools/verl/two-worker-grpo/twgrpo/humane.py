@@ -6,8 +6,17 @@ four significant digits give back what the profile said.
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 from typing import Any, Optional
+
+
+_TERMINAL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """A line safe for a terminal: control characters (escape sequences too) shown as U+FFFD."""
+    return _TERMINAL_CONTROL.sub("\ufffd", text)
 
 
 def number(value: Any, digits: int = 4) -> str:

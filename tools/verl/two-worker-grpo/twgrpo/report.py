@@ -8,7 +8,7 @@ from typing import List, Optional
 
 from . import bounded, page, runview
 from .findings import UsageError, utc_now
-from .humane import duration, number, topology, when
+from .humane import duration, number, printable, topology, when
 from .profile import Profile
 from .records import write_text
 
@@ -98,5 +98,5 @@ def main(args: argparse.Namespace, profile: Profile, run_dir: Path, run_id: str)
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror}; set REPORT_HTML=<a writable "
                          "path> (--html) to put the page elsewhere")
-    print("\n".join(summary_lines(view, target)), flush=True)
+    print("\n".join(printable(line) for line in summary_lines(view, target)), flush=True)
     return 0

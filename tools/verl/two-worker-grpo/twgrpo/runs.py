@@ -12,7 +12,7 @@ from typing import Dict, List, Optional
 
 from . import bounded, command
 from .findings import UsageError
-from .humane import duration, parse_time, when
+from .humane import duration, parse_time, printable, when
 from .profile import NAME as RUN_ID
 from .runview import LAUNCHER_LINE
 from .runverdict import latest_verdict
@@ -71,6 +71,6 @@ def main(args: argparse.Namespace) -> int:
     keys = list(header)
     widths = {k: max(len(r[k]) for r in [header, *rows]) for k in keys}
     for row in [header, *rows]:
-        print("  ".join(row[k].ljust(widths[k]) for k in keys).rstrip())
+        print(printable("  ".join(row[k].ljust(widths[k]) for k in keys).rstrip()))
     print(f"runs: {len(rows)} under {root}; make report RUN_ID=<run> for one of them")
     return 0
