@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Summary: Run the benchmarks and print their ratios (make bench). Numbers, not pass/fail.
-# Usage: bench/run.sh [hashing|logscan|preflight ...]     (default: all three)
+# Usage: bench/run.sh [hashing|logscan|preflight|report ...]     (default: all four)
 #
 # hashing    verify-inputs' parallel sha256 against `sha256sum -c` on the same files
 # logscan    postflight's log pass on a 64-node x 8-GPU log of about 1 GiB against
 #            `grep -c 'NCCL INFO'`, its peak memory, and the tutorial's whole-file approach
 # preflight  preflight wall time on 2, 4 and 8 Ray nodes (needs root: network namespaces)
+# report     make report on the real run with a 1 GiB driver.log against `grep -c` of its phase
+#            lines, and its peak memory
 # Uses the test venv (.venv, made by make test). Scratch files go to BENCH_DIR (default a
 # temporary folder, removed afterwards).
 set -euo pipefail
@@ -14,7 +16,7 @@ PYTHON=$REPO/.venv/bin/python
 [[ -x "$PYTHON" ]] || { echo "bench: run make test once first (it builds .venv)" >&2; exit 2; }
 scratch=${BENCH_DIR:-$(mktemp -d)}
 [[ -n "${BENCH_DIR:-}" ]] || trap 'rm -rf "$scratch"' EXIT
-for name in "${@:-hashing logscan preflight}"; do
+for name in "${@:-hashing logscan preflight report}"; do
   for bench in $name; do
     echo "== $bench"
     "$PYTHON" "$REPO/bench/$bench.py" "$scratch/$bench"

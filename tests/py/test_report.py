@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from tbwrite import write_events
-from twgrpo import humane, runverdict
+from twgrpo import bounded, humane, runverdict
 from twgrpo.cli import main
 from twgrpo.postflight import REQUIRED_SCALARS
 from twgrpo.runview import MAX_POINTS, MAX_SAMPLE_CHARS
@@ -208,3 +208,23 @@ def test_durations_sizes_and_topologies_read_naturally():
     assert humane.topology("1", "1", "*") == "1 node x 1 GPU (any model)"
     assert humane.topology(2, 2, "NVIDIA A100-SXM4-80GB") == \
         "2 nodes x 2 GPUs (NVIDIA A100-SXM4-80GB), world size 4"
+
+
+LAUNCH = b"run-two-worker-grpo-v1: phase "
+STARTED = b"run-two-worker-grpo-v1: phase inputs started 2026-12-02T13:09:38Z"
+ENDED = b"run-two-worker-grpo-v1: phase inputs ended with status 0 after 0 s"
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 7, 64, 1 << 20])
+@pytest.mark.parametrize("content, expected", [
+    (STARTED + b"\nnoise\n" + ENDED + b"\n", [STARTED, ENDED]),
+    (STARTED + b"\n" + ENDED, [STARTED, ENDED]),                 # no final newline
+    (b"noise " + STARTED + b"\n" + ENDED + b"\r\n", [ENDED]),   # only at a line's start
+    (b"y" * 500 + STARTED + b"\n" + ENDED + b"\n", [ENDED]),    # not inside an overlong line
+    (b"", []),
+])
+def test_launcher_lines_are_found_across_every_block_boundary(tmp_path, chunk, content, expected):
+    path = tmp_path / "driver.log"
+    path.write_bytes(content)
+    found = list(bounded.lines_starting(path, LAUNCH, chunk=chunk, longest=128))
+    assert found == [line.decode() for line in expected]

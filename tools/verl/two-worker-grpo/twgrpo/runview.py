@@ -19,6 +19,7 @@ from .humane import parse_time
 from .postflight import REQUIRED_SCALARS
 from .runverdict import PHASE_RECORDS, Verdict, failed_fields, latest_verdict
 
+LAUNCHER_PREFIX = b"run-two-worker-grpo-v1: phase "
 LAUNCHER_LINE = re.compile(r"^run-two-worker-grpo-v1: phase ([a-z]+) (started (\S+)|ended with "
                            r"status (\d+) after (\d+) s)$")
 KEY_SCALARS = REQUIRED_SCALARS + ("critic/rewards/mean", "response_length/mean", "actor/entropy",
@@ -107,7 +108,7 @@ def phase_timeline(run_dir: Path, problems: List[Finding]) -> Dict[str, Phase]:
     """Each launcher phase's start, duration and exit status, from driver.log's own lines."""
     phases: Dict[str, Phase] = {}
     try:
-        for line in bounded.lines(run_dir / "driver.log", max_lines=1 << 40, line_limit=4096):
+        for line in bounded.lines_starting(run_dir / "driver.log", LAUNCHER_PREFIX):
             match = LAUNCHER_LINE.match(line)
             if not match:
                 continue
