@@ -177,6 +177,18 @@ def test_the_verdict_follows_the_latest_records(run, marker, verification, statu
         assert conflict in found.conflicts[0]
 
 
+def test_a_failing_rerun_shows_the_superseded_success_it_moved_aside(run, capsys):
+    (run / "SUCCESS").rename(run / "SUCCESS.superseded-20261202T140000Z")
+    record = json.loads((run / "verification.json").read_text())
+    record["status"] = "failed"
+    (run / "verification.json").write_text(json.dumps(record))
+    _, out, text = report(run, capsys)
+    assert out.startswith(f"run {run.name}: FAILED: the latest postflight found problems\n")
+    assert "  superseded: an earlier SUCCESS, kept as SUCCESS.superseded-20261202T140000Z" in out
+    assert "kept as SUCCESS.superseded-20261202T140000Z" in text
+    assert 'class="banner FAILED"' in text
+
+
 def test_make_runs_lists_every_run_with_its_verdict(run, capsys):
     storage = run.parents[3]
     other = run.parent / "exp-broken"

@@ -29,7 +29,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=ef89c0c1c6bb2b38bcb20db3a5b3ecf90049001eca24d1a282289fc3a778abba
+readonly BUNDLE_SUMS_SHA256=ceedf960deb8463faf33d129f58c31c3b82038e686482bad7c90d4d82fff77ba
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too

@@ -271,6 +271,8 @@ def render(view: RunView, generated_at: str) -> str:
     v = view.verdict
     notes = "".join(f'<div class="note">{text(n, 2000)}</div>' for n in view.notes())
     conflicts = "".join(f'<div class="note warn">Conflict: {text(c, 600)}</div>' for c in v.conflicts)
+    conflicts += "".join(f'<div class="note warn">An earlier SUCCESS was superseded by a failing '
+                         f're-run and kept as {text(name, 120)}</div>' for name in v.superseded)
     word = v.status
     why = v.summary.split(": ", 1)[1] if v.summary.startswith(word + ":") else v.summary
     board = os.path.join(str(view.run_dir), "tensorboard")

@@ -31,6 +31,7 @@ def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]
     p, v = view.profile, view.verdict
     lines = [f"run {view.run_id}: {v.summary}"]
     lines += [f"  conflict: {c}" for c in v.conflicts]
+    lines += [f"  superseded: an earlier SUCCESS, kept as {name}" for name in v.superseded]
     if view.failed_checks():
         lines.append(f"  failed    {view.failed_checks()}")
     lines.append(f"  profile   {view.profile_name}: "
@@ -87,6 +88,7 @@ def main(args: argparse.Namespace, profile: Profile, run_dir: Path, run_id: str)
     if not run_dir.is_dir():
         raise UsageError(f"no run folder {run_dir}: set RUN_ID= to a run under PREP_ROOT= "
                          "(make runs lists them)")
+    run_id = run_id or run_dir.resolve().name  # --output-dir . names no run
     problem = None if getattr(args, "profile", None) else run_json_problem(run_dir)
     view = runview.load(run_dir, run_id, dict(profile.values), profile.PROFILE_NAME, problem)
     target = Path(args.html) if getattr(args, "html", None) else run_dir / REPORT_NAME

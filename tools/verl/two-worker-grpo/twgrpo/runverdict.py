@@ -16,11 +16,24 @@ PHASE_RECORDS = (("inputs", "inputs.json"), ("preflight", "preflight.json"),
                  ("postflight", "verification.json"))
 
 
+SUPERSEDED = "SUCCESS.superseded-"  # where a failing re-run moves an earlier SUCCESS (runfolder)
+
+
 @dataclasses.dataclass
 class Verdict:
     status: str          # SUCCESS, FAILED or INCOMPLETE
     summary: str         # one line for people
     conflicts: List[str] = dataclasses.field(default_factory=list)
+    superseded: List[str] = dataclasses.field(default_factory=list)  # earlier SUCCESS markers
+
+
+def superseded_markers(run_dir: Path) -> List[str]:
+    """Earlier SUCCESS markers a failing re-run moved aside, oldest first (at most 20 named)."""
+    try:
+        names = sorted(p.name for p in Path(run_dir).glob(SUPERSEDED + "*"))
+    except OSError:
+        return []
+    return names[:20]
 
 
 def failed_fields(run_dir: Path) -> Optional[Dict[str, str]]:
@@ -50,6 +63,12 @@ def record_status(run_dir: Path, name: str) -> Optional[str]:
 
 
 def latest_verdict(run_dir: Path) -> Verdict:
+    verdict = _judge(run_dir)
+    verdict.superseded = superseded_markers(run_dir)
+    return verdict
+
+
+def _judge(run_dir: Path) -> Verdict:
     success, failed = success_text(run_dir), failed_fields(run_dir)
     statuses = {phase: record_status(run_dir, name) for phase, name in PHASE_RECORDS}
     post = statuses["postflight"]
