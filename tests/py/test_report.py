@@ -10,10 +10,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import synthrun
 from tbwrite import write_events
 from twgrpo import bounded, humane, runverdict
 from twgrpo.cli import main
 from twgrpo.postflight import REQUIRED_SCALARS
+from twgrpo.profile import load_profile
 from twgrpo.runview import MAX_POINTS, MAX_SAMPLE_CHARS
 
 FIXTURE = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run").glob("smoke-*"))
@@ -71,6 +73,24 @@ def test_the_real_run_gets_a_page_with_its_verdict_topology_and_one_chart_per_sc
     assert "All rewards are 0, as expected" in text
     assert "1e2402e6ec4b" not in "".join(page.text)  # hostnames, not Ray node ids
     assert f"report: {run / 'report.html'}" in out
+
+
+def test_a_two_node_run_draws_each_host_with_its_gpus_ranks_and_links(tmp_path, capsys):
+    run = tmp_path / "runs" / "verl" / "two-worker-grpo" / "exp-001"
+    hosts = [{"hostname": "gpu-a", "ip": "10.0.0.11"}, {"hostname": "gpu-b", "ip": "10.0.0.12"}]
+    synthrun.write_run(run, load_profile("tutorial-2x2-a100"), "exp-001", "/mnt/verl-reproduction", hosts)
+    assert main(["postflight", "--output-dir", str(run)]) == 0
+    code, out, text = report(run, capsys)
+    assert code == 0
+    topology = ET.fromstring(next(p for p in svgs(text) if "topology-svg" in p))
+    nodes = [g for g in topology.iter("{http://www.w3.org/2000/svg}g") if g.get("class") == "node"]
+    assert [g.get("data-hostname") for g in nodes] == ["gpu-a", "gpu-b"]
+    ranks = [[t.text for t in g.iter("{http://www.w3.org/2000/svg}text") if t.get("class") == "rank"]
+             for g in nodes]
+    assert [[r.split(" · ")[0] for r in node] for node in ranks] == [["rank 0", "rank 1"], ["rank 2", "rank 3"]]
+    assert "4 ranks · NCCL over Socket (TCP) · RDMA off" in "".join(topology.itertext())
+    assert "2 nodes x 2 GPUs (NVIDIA A100-SXM4-80GB), world size 4" in out
+    assert "  node 1    gpu-b (10.0.0.12, worker): 2 x NVIDIA A100-SXM4-80GB, driver 535.104.05, ranks 2, 3" in out
 
 
 def test_the_page_is_self_contained_and_runs_nothing(run, capsys):
