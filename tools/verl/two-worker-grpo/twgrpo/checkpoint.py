@@ -1,26 +1,23 @@
-"""Checkpoint shards without torch: torch.save writes a zip archive holding data.pkl."""
+"""Checkpoint shards without torch: each must be a whole archive laid out as torch.save writes."""
 from __future__ import annotations
 
-import zipfile
-import zlib
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
+
+from . import torchzip
 
 
-def shard_problem(path: Path) -> Optional[str]:
-    """None if the file is a whole torch.save archive, else what is wrong with it."""
+def shard_problem(path: Path) -> Optional[Tuple[str, str]]:
+    """None if the file is a whole torch.save archive, else (kind, what is wrong): kind is
+    'missing', 'damaged' (cut off, CRC) or 'layout' (not what torch.save writes)."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-            if not any(name.endswith("data.pkl") for name in names):
-                return f"a zip archive without data.pkl ({len(names)} members): not a torch.save file"
-            bad = archive.testzip()  # reads every member and checks its CRC
-            if bad is not None:
-                return f"member {bad} fails its CRC check"
+        torchzip.check(path)
     except FileNotFoundError:
-        return "missing"
-    except zipfile.BadZipFile as exc:
-        return f"not a whole zip archive ({exc})"
-    except (OSError, EOFError, zlib.error, zipfile.LargeZipFile, NotImplementedError) as exc:
-        return f"unreadable ({exc})"
+        return "missing", "missing"
+    except torchzip.Damaged as exc:
+        return "damaged", str(exc)
+    except torchzip.NotTorchSave as exc:
+        return "layout", f"not a torch.save archive: {exc}"
+    except OSError as exc:
+        return "damaged", f"unreadable ({exc.strerror or exc})"
     return None

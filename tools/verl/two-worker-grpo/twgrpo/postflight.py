@@ -12,9 +12,9 @@ import json
 import math
 import shlex
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from . import checkpoint, humane, placement, tfevents, trainlog
+from . import checkpoint, humane, lines, placement, tfevents, trainlog
 from .findings import (Finding, Skip, UsageError, finding, mismatch, phase_record,
                        print_findings, run_checks, utc_now, verdict)
 from .profile import Profile
@@ -24,6 +24,7 @@ from .runfolder import record_phase
 REQUIRED_SCALARS = ("training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr",
                     "critic/score/mean")
 SHARD_KINDS = ("model", "optim", "extra_state")
+MAX_ROLLOUT_ROW = 4 << 20  # a row is a prompt and a response; a longer one is not parsed
 
 
 @dataclasses.dataclass
@@ -60,8 +61,18 @@ def check_training_log(ctx: PostflightContext) -> List[Finding]:
         return [finding("POST-E001", str(ctx.training_log), "the training log is missing")]
     scan = ctx.scan()
     ctx.evidence["training_log"] = {"path": str(ctx.training_log), "lines": scan.lines,
-                                    "bytes": ctx.training_log.stat().st_size}
-    return []
+                                    "bytes": ctx.training_log.stat().st_size,
+                                    "long_lines": scan.long_count}
+    found = [finding("POST-E030", f"training.log:{line}", f"line {line} (byte {offset}) is {length} "
+                     f"bytes long, more than {trainlog.MAX_LINE}: not read", offset=offset, length=length)
+             for line, offset, length in scan.long_lines]
+    if scan.long_count > len(scan.long_lines):
+        found.append(finding("POST-E030", "training.log", f"{scan.long_count - len(scan.long_lines)} "
+                             "more over-long lines not shown"))
+    if scan.dropped:
+        found.append(finding("POST-E033", "training.log", f"{scan.dropped} evidence values past the "
+                             f"first {trainlog.KEEP} were not kept"))
+    return found
 
 
 def check_fatal_markers(ctx: PostflightContext) -> List[Finding]:
@@ -86,7 +97,7 @@ def check_completion_markers(ctx: PostflightContext) -> List[Finding]:
                              f"{sorted(scan.global_steps)[-5:] or 'none'})"))
     ctx.evidence["completion"] = {"validated_line": scan.validated_line,
                                   "total_steps": sorted(scan.total_steps),
-                                  "metric_steps": sorted(scan.metric_steps)[-10:]}
+                                  "global_steps": sorted(scan.global_steps)[-10:]}
     return found
 
 
@@ -161,7 +172,7 @@ def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
 
 def check_tensorboard(ctx: PostflightContext) -> List[Finding]:
     folder = ctx.run_dir / "tensorboard"
-    scalars = tfevents.load_scalars(folder)
+    scalars = tfevents.load_scalars(folder, keep=REQUIRED_SCALARS, keep_step=ctx.steps)
     found = []
     if not scalars.files:
         return [finding("POST-E014", str(folder), "no events.out.tfevents.* file")]
@@ -181,7 +192,7 @@ def check_tensorboard(ctx: PostflightContext) -> List[Finding]:
             found.append(finding("POST-E017", tag, f"at step {ctx.steps}: {value!r} (last step "
                                  f"{last}); expected a finite value"))
     ctx.evidence["tensorboard"] = {"event_files": [str(p) for p in scalars.files],
-                                   "tags": len(scalars.values), "metrics": metrics}
+                                   "tags": len(scalars.tags), "metrics": metrics}
     return found
 
 
@@ -200,35 +211,68 @@ def _rollout_row_problem(row: Any, step: int) -> Optional[str]:
     return None
 
 
+class _Notes(list):
+    """The first few notes, and how many there were."""
+    count = 0
+
+    def append(self, note: str) -> None:
+        self.count += 1
+        if len(self) < 3:
+            super().append(note)
+
+
+def _rollout_file(path: Path, step: int) -> Tuple[int, "_Notes", List[Finding], List[float]]:
+    """(rows, bad-row notes, over-long-row findings, [min, max] score) of one rollout file,
+    read line by line in bounded memory."""
+    rows, bad, long_rows, low_high = 0, _Notes(), [], []
+    for line in lines.read_lines(path, MAX_ROLLOUT_ROW):
+        if line.data is None:
+            rows += 1
+            if len(long_rows) < 3:
+                long_rows.append(finding("POST-E031", f"{path} line {line.number}",
+                                         f"row of {line.length} bytes at byte {line.offset}: longer than "
+                                         f"{MAX_ROLLOUT_ROW} bytes, not read", offset=line.offset))
+            continue
+        if not line.data.strip():
+            continue
+        rows += 1
+        try:
+            text = line.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad.append(f"line {line.number}: not UTF-8 at byte {line.offset + exc.start}")
+            continue
+        try:
+            row = json.loads(text)
+        except ValueError as exc:
+            bad.append(f"line {line.number}: not JSON ({exc})")
+            continue
+        problem = _rollout_row_problem(row, step)
+        if problem:
+            bad.append(f"line {line.number}: {problem}")
+        else:
+            score = float(row["score"])
+            low_high = [min(low_high[0], score), max(low_high[1], score)] if low_high else [score, score]
+    return rows, bad, long_rows, low_high
+
+
 def check_rollouts(ctx: PostflightContext) -> List[Finding]:
     expected = ctx.profile.TRAIN_BATCH_SIZE * ctx.profile.ROLLOUT_N
     found, summary = [], {}
     for step in range(1, ctx.steps + 1):
         path = ctx.run_dir / "rollouts" / f"{step}.jsonl"
         try:
-            lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            rows, bad, long_rows, low_high = _rollout_file(path, step)
         except OSError as exc:
             found.append(finding("POST-E018", str(path), f"cannot read: {exc.strerror}"))
             continue
-        if len(lines) != expected:
+        if rows != expected:
             found.append(mismatch("POST-E019", str(path), "rows (train_batch_size x rollout.n)",
-                                  expected, len(lines)))
-        bad, scores = [], []
-        for number, line in enumerate(lines, 1):
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                bad.append(f"row {number}: not JSON ({exc})")
-                continue
-            problem = _rollout_row_problem(row, step)
-            if problem:
-                bad.append(f"row {number}: {problem}")
-            else:
-                scores.append(float(row["score"]))
+                                  expected, rows))
+        found += long_rows
         if bad:
-            found.append(finding("POST-E020", str(path), f"{len(bad)} bad rows: " + "; ".join(bad[:3])))
-        summary[str(step)] = {"rows": len(lines), "score_min": min(scores, default=None),
-                              "score_max": max(scores, default=None)}
+            found.append(finding("POST-E020", str(path), f"{bad.count} bad rows: " + "; ".join(bad)))
+        summary[str(step)] = {"rows": rows, "score_min": low_high[0] if low_high else None,
+                              "score_max": low_high[1] if low_high else None}
     ctx.evidence["rollouts"] = summary
     return found
 
@@ -243,10 +287,11 @@ def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
         for rank in range(world):
             path = actor / f"{kind}_world_size_{world}_rank_{rank}.pt"
             problem = checkpoint.shard_problem(path)
-            if problem == "missing":
+            if problem and problem[0] == "missing":
                 found.append(finding("POST-E021", str(path), f"no {kind} shard for rank {rank}"))
             elif problem:
-                found.append(finding("POST-E022", str(path), problem))
+                found.append(finding("POST-E032" if problem[0] == "layout" else "POST-E022",
+                                     str(path), problem[1]))
             else:
                 files[str(path.relative_to(ctx.run_dir))] = path.stat().st_size
     config_path = actor / "fsdp_config.json"
@@ -259,7 +304,7 @@ def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
         found.append(mismatch("POST-E023", str(config_path), "fsdp_config.json", want, config))
     problem = checkpoint.shard_problem(step_dir / "data.pt")
     if problem:
-        found.append(finding("POST-E024", str(step_dir / "data.pt"), f"dataloader state: {problem}"))
+        found.append(finding("POST-E024", str(step_dir / "data.pt"), f"dataloader state: {problem[1]}"))
     hf_config = actor / "huggingface" / "config.json"
     try:
         read_json(hf_config)

@@ -1,16 +1,43 @@
-"""Prove a safetensors file is whole without torch: header JSON, offsets, size, first/last byte."""
+"""Prove a safetensors file is whole without torch: header JSON; tensors contiguous, in the file,
+each as long as its shape x dtype size; the file ends where the last tensor ends."""
 from __future__ import annotations
 
 import json
 import struct
 from pathlib import Path
-from typing import Any, Dict, Union
+from typing import Any, Dict, Tuple, Union
 
 MAX_HEADER = 100 << 20
 
 
+DTYPE_SIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2,
+              "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+
+
 class WeightsError(ValueError):
     pass
+
+
+def _span(name: str, meta: Any) -> Tuple[int, int, str]:
+    """(begin, end, name) of one tensor, its byte length checked against shape and dtype."""
+    if not isinstance(meta, dict):
+        raise WeightsError(f"tensor {name}: header entry is not an object")
+    offsets, shape, dtype = meta.get("data_offsets"), meta.get("shape"), meta.get("dtype")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and
+            all(type(o) is int for o in offsets) and 0 <= offsets[0] <= offsets[1]):
+        raise WeightsError(f"tensor {name} has offsets {offsets!r:.80}")
+    if dtype not in DTYPE_SIZE:
+        raise WeightsError(f"tensor {name} has unknown dtype {dtype!r:.40}")
+    if not (isinstance(shape, list) and len(shape) <= 64 and
+            all(type(d) is int and 0 <= d < 1 << 62 for d in shape)):
+        raise WeightsError(f"tensor {name} has shape {shape!r:.80}")
+    count = 1
+    for dim in shape:
+        count *= dim
+    if offsets[1] - offsets[0] != count * DTYPE_SIZE[dtype]:
+        raise WeightsError(f"tensor {name}: shape {shape} x {dtype} is {count * DTYPE_SIZE[dtype]} "
+                           f"bytes, its offsets span {offsets[1] - offsets[0]}")
+    return offsets[0], offsets[1], name
 
 
 def inspect(path: Union[str, Path]) -> Dict[str, Any]:
@@ -25,18 +52,23 @@ def inspect(path: Union[str, Path]) -> Dict[str, Any]:
             raise WeightsError(f"header length {length} does not fit a {size}-byte file")
         try:
             header = json.loads(stream.read(length))
-        except ValueError as exc:
+        except ValueError as exc:  # bad UTF-8 too
             raise WeightsError(f"header is not JSON: {exc}") from None
-        end = 0
-        tensors = 0
+        if not isinstance(header, dict):
+            raise WeightsError("header is not a JSON object")
+        spans = []
         for name, meta in header.items():
             if name == "__metadata__":
                 continue
-            begin, stop = meta["data_offsets"]
-            if not 0 <= begin <= stop:
-                raise WeightsError(f"tensor {name} has offsets {begin}..{stop}")
-            end = max(end, stop)
-            tensors += 1
+            spans.append(_span(name, meta))
+        spans.sort()
+        end = 0
+        for begin, stop, name in spans:  # the safetensors rules: contiguous, in order, no gaps
+            if begin != end:
+                raise WeightsError(f"tensor {name} starts at {begin}, expected {end} "
+                                   f"({'overlapping' if begin < end else 'a gap'})")
+            end = stop
+        tensors = len(spans)
         if 8 + length + end != size:
             raise WeightsError(f"tensors end at byte {8 + length + end}, file has {size}")
         if end:  # the data is readable at both ends

@@ -10,7 +10,7 @@ import math
 import re
 import struct
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .thrift import read_varint
 
@@ -45,9 +45,16 @@ class Problem:
     message: str
 
 
+MAX_RECORD = 16 << 20  # larger records (images, graphs) are stepped over, not read
+MAX_LENGTH = 1 << 32  # no writer makes a record this long: a larger length field is damage
+
+
 def read_records(path: Path, problems: List[Problem]) -> Iterator[bytes]:
-    """Yield each record's data; a damaged record is skipped, a cut-off tail ends the file."""
+    """Yield each record's data; a damaged record is skipped, a cut-off tail ends the file.
+    A length field must fit the file: memory is one record of at most MAX_RECORD bytes."""
     with open(path, "rb") as stream:
+        size = stream.seek(0, 2)
+        stream.seek(0)
         index = 0
         while True:
             offset = stream.tell()
@@ -63,9 +70,24 @@ def read_records(path: Path, problems: List[Problem]) -> Iterator[bytes]:
                 problems.append(Problem("crc", str(path), index, offset,
                                         "the length's CRC does not match; the rest is unreadable"))
                 return
+            room = size - offset - 16
+            if length > room:
+                if length > MAX_LENGTH:
+                    problems.append(Problem("crc", str(path), index, offset,
+                                            f"length field {length} is impossible in a {size}-byte "
+                                            "file; the rest is unreadable"))
+                else:
+                    problems.append(Problem("truncated", str(path), index, offset,
+                                            f"record of {length} bytes cut off by end of file "
+                                            f"({max(room, 0)} bytes left)"))
+                return
+            if length > MAX_RECORD:  # not a scalar: step over it unread
+                stream.seek(length + 4, 1)
+                index += 1
+                continue
             data = stream.read(length)
             footer = stream.read(4)
-            if len(data) < length or len(footer) < 4:
+            if len(data) < length or len(footer) < 4:  # the file shrank while being read
                 problems.append(Problem("truncated", str(path), index, offset,
                                         f"record of {length} bytes cut off by end of file"))
                 return
@@ -157,34 +179,60 @@ def _file_order(path: Path) -> Tuple[int, str]:
     return (int(match.group(1)) if match else 0, str(path))
 
 
+MAX_VALUES = 200_000  # (tag, step) values held; past it only the kept step is still recorded
+MAX_TAGS = 4096
+
+
 @dataclasses.dataclass
 class Scalars:
     files: List[Path]
     values: Dict[str, Dict[int, float]]  # tag -> step -> value; the last write of a step wins
     problems: List[Problem]
+    tags: Set[str] = dataclasses.field(default_factory=set)  # every tag seen (up to MAX_TAGS)
+    last: Dict[str, int] = dataclasses.field(default_factory=dict)  # tag -> last step seen
+    dropped: int = 0  # values not held (over MAX_VALUES)
 
     def at(self, tag: str, step: int) -> Optional[float]:
         return self.values.get(tag, {}).get(step)
 
     def last_step(self, tag: str) -> Optional[int]:
-        steps = self.values.get(tag)
-        return max(steps) if steps else None
+        return self.last.get(tag)
 
 
-def load_scalars(folder: Path) -> Scalars:
+def load_scalars(folder: Path, keep: Optional[Iterable[str]] = None,
+                 keep_step: Optional[int] = None) -> Scalars:
+    """Scalars of every event file under folder; with ``keep``, values of those tags only.
+    Memory is bounded: at most MAX_VALUES values, plus each kept tag's value at keep_step."""
     files = sorted(folder.rglob("events.out.tfevents.*"), key=_file_order)
-    values: Dict[str, Dict[int, float]] = {}
-    problems: List[Problem] = []
+    wanted = set(keep) if keep is not None else None
+    scalars = Scalars(files, {}, [])
+    held = 0
     for path in files:
-        for index, record in enumerate(read_records(path, problems)):
+        for index, record in enumerate(read_records(path, scalars.problems)):
             try:
                 step, _, found = scalars_of_event(record)
             except (ValueError, struct.error) as exc:  # ThriftError is a ValueError
-                problems.append(Problem("crc", str(path), index, -1, f"record does not decode: {exc}"))
+                scalars.problems.append(Problem("crc", str(path), index, -1, f"record does not decode: {exc}"))
                 continue
             for tag, value in found:
-                values.setdefault(tag, {})[step] = value
-    return Scalars(files, values, problems)
+                if len(scalars.tags) < MAX_TAGS:
+                    scalars.tags.add(tag)
+                if wanted is not None and tag not in wanted:
+                    continue
+                if tag in scalars.last or len(scalars.last) < MAX_TAGS:
+                    scalars.last[tag] = max(scalars.last.get(tag, step), step)
+                series = scalars.values.get(tag)
+                if series is not None and step in series:
+                    series[step] = value
+                elif held < MAX_VALUES or step == keep_step:
+                    if series is None and len(scalars.values) >= MAX_TAGS:
+                        scalars.dropped += 1
+                        continue
+                    scalars.values.setdefault(tag, {})[step] = value
+                    held += 1
+                else:
+                    scalars.dropped += 1
+    return scalars
 
 
 def is_finite(value: Optional[float]) -> bool:

@@ -1,0 +1,50 @@
+"""Lines of a file in bounded memory: a line longer than the limit is measured, never held."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Iterator, Optional, Union
+
+CHUNK = 1 << 20
+
+
+@dataclasses.dataclass
+class Line:
+    number: int  # from 1
+    offset: int  # of its first byte in the file
+    length: int  # without the newline
+    data: Optional[bytes]  # None when length > the limit: the line was skipped, not read whole
+
+
+def read_lines(path: Union[str, Path], max_line: int, chunk: int = CHUNK) -> Iterator[Line]:
+    """Every line of the file (the last may lack its newline); memory is max_line + chunk."""
+    number, offset, pending, skipping = 0, 0, b"", 0
+    with open(path, "rb") as stream:
+        while True:
+            data = stream.read(chunk)
+            if not data:
+                break
+            start = 0
+            while True:
+                cut = data.find(b"\n", start)
+                if cut == -1:
+                    break
+                number += 1
+                if skipping:  # the end of an over-long line
+                    length = skipping + cut - start
+                    yield Line(number, offset, length, None)
+                else:
+                    line = pending + data[start:cut]
+                    yield Line(number, offset, len(line), line if len(line) <= max_line else None)
+                offset += (skipping or len(pending)) + cut - start + 1
+                pending, skipping, start = b"", 0, cut + 1
+            rest = data[start:]
+            if skipping:
+                skipping += len(rest)
+            elif len(pending) + len(rest) > max_line:  # too long to hold: measure the rest
+                skipping = len(pending) + len(rest)
+                pending = b""
+            else:
+                pending += rest
+    if skipping or pending:
+        yield Line(number + 1, offset, skipping or len(pending), None if skipping else pending)

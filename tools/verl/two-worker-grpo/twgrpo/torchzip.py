@@ -1,0 +1,376 @@
+"""Is a file what torch.save writes? Checked without torch, without unpickling, in bounded memory.
+
+torch.save writes a zip archive of stored (uncompressed) entries under one top-level folder:
+data.pkl first (the pickled object, whose tensors point at storages through persistent ids),
+then byteorder, one data/<key> entry per storage, version and a few bookkeeping files. This
+module reads the zip's end records and central directory itself (zipfile holds every entry in
+memory and trusts overlapping entries), checks each local header, that entries neither overlap
+nor leave the file, streams every entry through CRC-32, and walks data.pkl's opcodes with
+pickletools.genops to list the storages it references: they must be exactly the data/ entries,
+each as long as its element count times its element size.
+"""
+from __future__ import annotations
+
+import io
+import pickletools
+import struct
+import zlib
+from array import array
+from pathlib import Path
+from typing import Any, Dict, List, Set, Tuple, Union
+
+MAX_ENTRIES = 500_000  # a shard holds one storage per tensor: far fewer, even for huge models
+MAX_STACK = 1 << 18  # pickle stack depth, and memo entries kept by the opcode walk
+CHUNK = 1 << 20
+END, END64, LOCATOR64 = b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07"
+CENTRAL, LOCAL, DESCRIPTOR = b"PK\x01\x02", b"PK\x03\x04", b"PK\x07\x08"
+BOOKKEEPING = {"data.pkl", "byteorder", "version", ".format_version", ".storage_alignment",
+               ".data/serialization_id", ".data/version"}
+ITEM_SIZE = {"DoubleStorage": 8, "FloatStorage": 4, "HalfStorage": 2, "BFloat16Storage": 2,
+             "LongStorage": 8, "IntStorage": 4, "ShortStorage": 2, "CharStorage": 1,
+             "ByteStorage": 1, "BoolStorage": 1, "ComplexDoubleStorage": 16,
+             "ComplexFloatStorage": 8, "UntypedStorage": 1}
+
+
+class Damaged(ValueError):
+    """The archive is cut off or its bytes changed (CRC, truncation)."""
+
+
+class NotTorchSave(ValueError):
+    """A readable file, but not laid out as torch.save lays out its archive."""
+
+
+def check(path: Union[str, Path]) -> Dict[str, Any]:
+    """Raise Damaged or NotTorchSave, or return a summary: top folder, entries, storages."""
+    with open(path, "rb") as stream:
+        size = stream.seek(0, 2)
+        count, cd_offset, cd_size = _end_records(stream, size)
+        if count > MAX_ENTRIES:
+            raise NotTorchSave(f"{count} zip entries: more than {MAX_ENTRIES}")
+        found = _walk(stream, count, cd_offset, cd_size)
+        stream.seek(found.pickle_at)
+        refs = storage_refs(io.BufferedReader(_Slice(stream, found.pickle_at, found.pickle_size), CHUNK),
+                            len(found.sizes))
+    for key in range(len(found.sizes)):
+        if key not in refs:
+            raise NotTorchSave(f"entry data/{key} is not referenced by data.pkl")
+    for key, (kind, numel) in refs.items():
+        if key >= len(found.sizes):
+            raise NotTorchSave(f"data.pkl references storage data/{key}, which has no entry")
+        item = ITEM_SIZE.get(kind)
+        have = found.sizes[key]
+        if item is not None and isinstance(numel, int) and numel * item != have:
+            raise NotTorchSave(f"storage data/{key}: {numel} x {kind} needs {numel * item} bytes, "
+                               f"the entry holds {have}")
+    return {"top": found.top, "entries": count, "storages": len(found.sizes)}
+
+
+def _end_records(stream, size: int) -> Tuple[int, int, int]:
+    """(entry count, central directory offset, its size) from the end records."""
+    tail_size = min(size, 22 + 0xFFFF)
+    stream.seek(size - tail_size)
+    tail = stream.read(tail_size)
+    at = tail.rfind(END)
+    if at == -1 or len(tail) - at < 22:
+        raise Damaged("no zip end record: the file is cut off or not a zip archive")
+    disk, cd_disk, here, count, cd_size, cd_offset, comment = struct.unpack_from("<HHHHIIH", tail, at + 4)
+    end_at = size - tail_size + at
+    if end_at + 22 + comment != size:
+        raise Damaged(f"{size - end_at - 22 - comment} stray bytes after the zip end record")
+    if disk or cd_disk or here != count:
+        raise NotTorchSave("a multi-disk zip archive")
+    limit = end_at
+    located = at >= 20 and tail[at - 20:at - 16] == LOCATOR64
+    if count == 0xFFFF or cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF or located:
+        if not located:
+            raise Damaged("zip64 sizes without a zip64 locator")
+        _, record_at, _ = struct.unpack_from("<IQI", tail, at - 16)
+        if not 0 <= record_at <= end_at - 20 - 56:
+            raise Damaged(f"zip64 end record offset {record_at} is outside the file")
+        stream.seek(record_at)
+        record = stream.read(56)
+        if record[:4] != END64:
+            raise Damaged("no zip64 end record where the locator points")
+        _, _, _, disk, cd_disk, here, count, cd_size, cd_offset = struct.unpack_from("<QHHIIQQQQ", record, 4)
+        if disk or cd_disk or here != count:
+            raise NotTorchSave("a multi-disk zip archive")
+        limit = record_at
+    if cd_offset + cd_size > limit:
+        raise Damaged(f"the central directory ({cd_size} bytes at {cd_offset}) runs past the end records")
+    if count * 46 > cd_size:
+        raise Damaged(f"{count} entries cannot fit a {cd_size}-byte central directory")
+    return count, cd_offset, cd_size
+
+
+class _Found:
+    """What the walk keeps: a few numbers, and one size per storage (keys are 0..n-1)."""
+
+    def __init__(self) -> None:
+        self.top = ""
+        self.names: Set[str] = set()  # bookkeeping entries seen
+        self.present = bytearray()  # storage key -> 1 once its entry was seen
+        self.sizes = array("Q")  # storage key -> entry size
+        self.pickle_at = self.pickle_size = 0
+
+
+def _walk(stream, count: int, cd_offset: int, cd_size: int) -> _Found:
+    """Each central directory entry in turn, then its local header and data: entries must come
+    in file order (torch.save writes them so), inside the file, not overlapping, CRCs right."""
+    found = _Found()
+    directory = io.BufferedReader(_Slice(stream, cd_offset, cd_size), CHUNK)
+    end = 0
+    for index in range(count):
+        fixed = directory.read(46)
+        if len(fixed) < 46 or fixed[:4] != CENTRAL:
+            raise Damaged(f"central directory entry {index} is malformed")
+        (_, _, flags, method, _, _, crc, csize, usize, name_len, extra_len, comment_len, _, _, _,
+         local_at) = struct.unpack_from("<4xHHHHHHIIIHHHHHII", fixed)
+        raw = directory.read(name_len + extra_len + comment_len)
+        if len(raw) < name_len + extra_len + comment_len:
+            raise Damaged(f"central directory entry {index} is cut off")
+        name, extra = raw[:name_len], raw[name_len:name_len + extra_len]
+        usize, csize, local_at = _zip64(extra, usize, csize, local_at)
+        text = name.decode("utf-8", "replace")
+        if flags & 1:
+            raise NotTorchSave(f"entry {text} is encrypted")
+        if method != 0 or csize != usize:
+            raise NotTorchSave(f"entry {text} is compressed (method {method}); torch.save stores "
+                               "entries uncompressed")
+        _classify(found, index, text, usize, count)
+        if local_at < end:
+            raise NotTorchSave(f"entry {text} at byte {local_at} overlaps the entry before it "
+                               f"(which ends at {end}) or is out of order")
+        data_at, local_extra = _local_header(stream, local_at, name, text)
+        if data_at + usize > cd_offset:
+            raise Damaged(f"entry {text} ({usize} bytes at {data_at}) runs past the central "
+                          "directory: the file is cut off")
+        if _crc(stream, data_at, usize, text) != crc:
+            raise Damaged(f"entry {text} fails its CRC check")
+        if index == 0:
+            found.pickle_at, found.pickle_size = data_at, usize
+        end = data_at + usize
+        if flags & 8:  # a data descriptor follows: signature, CRC and two sizes of 4 or 8 bytes
+            stream.seek(end)
+            signed = stream.read(4) == DESCRIPTOR
+            end += (4 if signed else 0) + (20 if usize >= 0xFFFFFFFF or _has_zip64(local_extra) else 12)
+        if end > cd_offset:
+            raise Damaged(f"entry {text} runs past the central directory")
+    for needed in ("data.pkl", "version", "byteorder"):
+        if needed not in found.names:
+            raise NotTorchSave(f"no {found.top}/{needed} entry: not a torch.save archive")
+    if 0 in found.present:
+        raise NotTorchSave(f"storage entry data/{found.present.index(0)} is missing; keys run 0..n-1")
+    return found
+
+
+def _classify(found: _Found, index: int, text: str, size: int, count: int) -> None:
+    top, _, rest = text.partition("/")
+    if index == 0:
+        if rest != "data.pkl" or not top:
+            raise NotTorchSave(f"first entry is {text}, not <folder>/data.pkl")
+        found.top = top
+    elif top != found.top:
+        raise NotTorchSave(f"entry {text} is outside the archive's one folder {found.top}/")
+    key = rest[5:]
+    if rest.startswith("data/") and key.isdigit() and key.isascii() and str(int(key)) == key:
+        number = int(key)
+        if number >= count:
+            raise NotTorchSave(f"entry {text}: storage keys run 0..n-1 for n entries")
+        if number >= len(found.sizes):
+            grow = number + 1 - len(found.sizes)
+            found.sizes.extend([0] * grow)
+            found.present.extend(bytes(grow))
+        if found.present[number]:
+            raise NotTorchSave(f"entry {text} appears twice")
+        found.present[number] = 1
+        found.sizes[number] = size
+    elif rest in BOOKKEEPING:
+        if rest in found.names:
+            raise NotTorchSave(f"entry {text} appears twice")
+        found.names.add(rest)
+    else:
+        raise NotTorchSave(f"entry {text} is not one torch.save writes")
+
+
+def _local_header(stream, at: int, name: bytes, text: str) -> Tuple[int, bytes]:
+    """Check the local header at ``at`` names the entry; return where its data starts and
+    the header's extra field."""
+    stream.seek(at)
+    header = stream.read(30)
+    if len(header) < 30 or header[:4] != LOCAL:
+        raise Damaged(f"no local header at byte {at} for entry {text}")
+    name_len, extra_len = struct.unpack_from("<HH", header, 26)
+    if stream.read(name_len) != name:
+        raise NotTorchSave(f"the local header at byte {at} names another file than {text}")
+    return at + 30 + name_len + extra_len, stream.read(extra_len)
+
+
+def _crc(stream, at: int, size: int, text: str) -> int:
+    stream.seek(at)
+    crc, left = 0, size
+    while left:
+        data = stream.read(min(CHUNK, left))
+        if not data:
+            raise Damaged(f"entry {text} is cut off")
+        crc = zlib.crc32(data, crc)
+        left -= len(data)
+    return crc
+
+
+def _zip64(extra: bytes, usize: int, csize: int, offset: int) -> Tuple[int, int, int]:
+    """Sizes and offset with the zip64 extra field's values where the 32-bit fields are full."""
+    at = 0
+    while at + 4 <= len(extra):
+        kind, length = struct.unpack_from("<HH", extra, at)
+        if kind == 1:
+            values = extra[at + 4:at + 4 + length]
+            fields = [usize, csize, offset]
+            pos = 0
+            for i, value in enumerate(fields):
+                if value == 0xFFFFFFFF:
+                    if pos + 8 > len(values):
+                        raise Damaged("a zip64 extra field is cut off")
+                    fields[i] = struct.unpack_from("<Q", values, pos)[0]
+                    pos += 8
+            return fields[0], fields[1], fields[2]
+        at += 4 + length
+    return usize, csize, offset
+
+
+def _has_zip64(extra: bytes) -> bool:
+    at = 0
+    while at + 4 <= len(extra):
+        kind, length = struct.unpack_from("<HH", extra, at)
+        if kind == 1:
+            return True
+        at += 4 + length
+    return False
+
+
+class _Slice(io.RawIOBase):
+    """Bytes [start, start + size) of a file, as a stream (the central directory)."""
+
+    def __init__(self, stream, start: int, size: int) -> None:
+        self.stream, self.start, self.position, self.end = stream, start, start, start + size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: self.start, 1: self.position, 2: self.end}[whence]
+        self.position = min(max(base + offset, self.start), self.end)
+        return self.position - self.start
+
+    def readinto(self, buffer) -> int:
+        want = min(len(buffer), self.end - self.position)
+        if want <= 0:
+            return 0
+        self.stream.seek(self.position)
+        data = self.stream.read(want)
+        buffer[:len(data)] = data
+        self.position += len(data)
+        return len(data)
+
+
+class _Global(str):
+    """A GLOBAL opcode's 'module name' on the walk's stack."""
+
+
+_UNKNOWN = object()
+_MARK = object()
+_STRINGS = {"BINUNICODE", "SHORT_BINUNICODE", "UNICODE", "BINUNICODE8", "STRING", "BINSTRING",
+            "SHORT_BINSTRING"}
+_INTS = {"BININT", "BININT1", "BININT2", "INT", "LONG", "LONG1", "LONG4"}
+
+
+def storage_refs(pickle, limit: int = MAX_ENTRIES) -> Dict[int, Tuple[str, Any]]:
+    """Storage key -> (storage type, element count) of every persistent id in a torch pickle
+    (bytes or a stream), found by walking its opcodes on a symbolic stack; nothing is unpickled
+    or imported. Memory: the stack and the memo's short strings, each at most MAX_STACK."""
+    stack: List[Any] = []
+    memo: Dict[int, Any] = {}
+    memo_len = 0
+    refs: Dict[int, Tuple[str, Any]] = {}
+
+    def pop() -> Any:
+        if not stack:
+            raise NotTorchSave("data.pkl is not a valid pickle (stack underflow)")
+        return stack.pop()
+
+    def pop_mark() -> List[Any]:
+        items = []
+        while True:
+            item = pop()
+            if item is _MARK:
+                return items[::-1]
+            items.append(item)
+
+    try:
+        for op, arg, _ in pickletools.genops(pickle):
+            name = op.name
+            if name == "MARK":
+                stack.append(_MARK)
+            elif name in _STRINGS:  # only short strings can be part of a storage's id
+                stack.append(arg if isinstance(arg, str) and len(arg) <= 16 else _UNKNOWN)
+            elif name in _INTS:
+                stack.append(arg)
+            elif name == "GLOBAL":
+                stack.append(_Global(arg))
+            elif name == "STACK_GLOBAL":
+                qualname, module = pop(), pop()
+                stack.append(_Global(f"{module} {qualname}") if isinstance(qualname, str) else _UNKNOWN)
+            elif name in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
+                index = memo_len if name == "MEMOIZE" else int(arg)
+                memo_len = max(memo_len, index + 1)
+                if not stack:
+                    raise NotTorchSave("data.pkl is not a valid pickle (memo of an empty stack)")
+                if stack[-1] is not _UNKNOWN and len(memo) < MAX_STACK:
+                    memo[index] = stack[-1]
+            elif name in ("GET", "BINGET", "LONG_BINGET"):
+                stack.append(memo.get(int(arg), _UNKNOWN))
+            elif name == "TUPLE":
+                stack.append(tuple(pop_mark()))
+            elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+                items = [pop() for _ in range(int(name[-1]))]
+                stack.append(tuple(items[::-1]))
+            elif name == "EMPTY_TUPLE":
+                stack.append(())
+            elif name == "BINPERSID":
+                _storage_ref(pop(), refs, limit)
+            elif name == "PERSID":
+                raise NotTorchSave("data.pkl uses a text persistent id; torch.save never does")
+            else:  # any other opcode: its documented stack effect, values unknown
+                before = op.stack_before
+                if pickletools.markobject in before:
+                    pop_mark()
+                    for _ in range(before.index(pickletools.markobject)):
+                        pop()
+                else:
+                    for _ in before:
+                        pop()
+                stack.extend(_UNKNOWN for _ in op.stack_after)
+            if len(stack) > MAX_STACK or len(refs) > limit:
+                raise NotTorchSave(f"data.pkl's stack grows past {MAX_STACK} items")
+    except ValueError as exc:  # genops: unknown opcode, cut off before STOP
+        if isinstance(exc, NotTorchSave):
+            raise
+        raise NotTorchSave(f"data.pkl is not a valid pickle ({exc})") from None
+    return refs
+
+
+def _storage_ref(pid: Any, refs: Dict[int, Tuple[str, Any]], limit: int) -> None:
+    """Record ('storage', type, key, location, numel), the persistent id torch.save writes."""
+    if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage" and
+            isinstance(pid[2], str) and pid[2].isdigit() and pid[2].isascii() and len(pid[2]) < 12):
+        raise NotTorchSave(f"data.pkl holds a persistent id that is not a torch storage: {pid!r:.120}")
+    key = int(pid[2])
+    if key >= limit:
+        raise NotTorchSave(f"data.pkl references storage data/{key}, which has no entry")
+    kind = pid[1].split(" ")[-1] if isinstance(pid[1], _Global) else "?"
+    seen = refs.get(key)
+    if seen is not None and seen != (kind, pid[4]):
+        raise NotTorchSave(f"storage data/{key} is referenced as {seen} and as {(kind, pid[4])}")
+    refs[key] = (kind, pid[4])
