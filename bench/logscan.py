@@ -4,8 +4,9 @@ the tutorial's approach (whole file in memory, per-rank regex scans).
 
 Usage: bench/logscan.py SCRATCH [--gib 1.0]
 Reports: scan time / `grep -c 'NCCL INFO'` time (target <= 3x), peak RSS of the scan at 1/10
-and all of the size (target <= 100 MiB, flat), and the tutorial approach at a size where it
-finishes.
+and all of the size (target <= 100 MiB, flat), the same on a pathological log (the 1/10 log
+plus lines that are quadratic for backtracking patterns and a 256 MiB line without a newline),
+and the tutorial approach at a size where it finishes.
 """
 import argparse
 import json
@@ -25,6 +26,22 @@ NODES, GPUS = 64, 8
 HOSTS = [{"hostname": f"gpu-node-{i:02d}", "ip": f"10.10.{i // 200}.{10 + i % 200}"} for i in range(NODES)]
 TRAINING = ("\x1b[36m(TaskRunner pid=3773)\x1b[0m step:{s} - actor/pg_loss:0.0123 - actor/grad_norm:0.4 - "
             "critic/score/mean:0.25 - response_length/mean:212.5 - timing_s/gen:12.2 - training/global_step:{s}")
+
+
+PATHOLOGICAL = [b"commId " + b"x" * 400_000, b"ProcessGroupNCCL " * 30_000,
+                b"host:1:2 [0] NCCL INFO NET/Socket : Using [0]" + b"a" * 400_000,
+                b"global_step_" + b"7" * 300_000]
+
+
+def write_pathological(path: Path, base: Path, line: int) -> None:
+    """``base``, the lines above, then ``line`` bytes of log text without a newline."""
+    with open(path, "wb") as stream, open(base, "rb") as source:
+        text = source.read(4 << 20)
+        stream.write(text + source.read())
+        stream.write(b"\n".join(PATHOLOGICAL) + b"\n")
+        unit = text.replace(b"\n", b" ")
+        for _ in range(line // len(unit)):
+            stream.write(unit)
 
 
 def write_log(path: Path, size: int) -> None:
@@ -49,7 +66,7 @@ from twgrpo import trainlog
 t = time.perf_counter()
 scan = trainlog.scan_log(sys.argv[2])
 seconds = time.perf_counter() - t
-print(json.dumps({"seconds": seconds, "lines": scan.lines, "ranks": len(scan.inits),
+print(json.dumps({"seconds": seconds, "lines": scan.lines, "ranks": len(scan.inits), "long": scan.long_count,
                   "rss_self_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "rss_worker_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
@@ -89,10 +106,11 @@ def main() -> int:
     parser.add_argument("--gib", type=float, default=1.0)
     args = parser.parse_args()
     args.scratch.mkdir(parents=True, exist_ok=True)
-    big, small, tiny = (args.scratch / n for n in ("big.log", "small.log", "tiny.log"))
+    big, small, tiny, bad = (args.scratch / n for n in ("big.log", "small.log", "tiny.log", "bad.log"))
     write_log(big, int(args.gib * (1 << 30)))
     write_log(small, int(args.gib * (1 << 30) / 10))
     write_log(tiny, 16 << 20)
+    write_pathological(bad, small, 256 << 20)
     grep_seconds(big)  # warm the page cache
     print(f"log: {NODES} nodes x {GPUS} GPUs, {big.stat().st_size / (1 << 30):.2f} GiB, "
           f"{os.cpu_count()} cores")
@@ -107,6 +125,10 @@ def main() -> int:
           f"{s_small['rss_worker_mib']:.0f} MiB largest worker")
     print(f"  peak RSS, full size:      {s_big['rss_self_mib']:.0f} MiB driver, "
           f"{s_big['rss_worker_mib']:.0f} MiB largest worker (target <= 100 MiB, flat)")
+    s_bad = scan(bad)
+    print(f"  pathological log           {s_bad['seconds']:6.2f} s  ({bad.stat().st_size / (1 << 20):.0f} MiB); "
+          f"peak RSS {s_bad['rss_self_mib']:.0f} MiB driver, {s_bad['rss_worker_mib']:.0f} MiB "
+          f"largest worker; {s_bad['long']} over-long line(s)")
     t_tiny = tutorial(tiny)
     s_tiny = scan(tiny)
     print(f"  at 16 MiB: tutorial approach {t_tiny:.2f} s, postflight pass {s_tiny['seconds']:.2f} s "

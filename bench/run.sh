@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Summary: Run the benchmarks and print their ratios (make bench). Numbers, not pass/fail.
-# Usage: bench/run.sh [hashing|logscan|preflight|report ...]     (default: all four)
+# Usage: bench/run.sh [hashing|logscan|hostile|preflight|report ...]     (default: all five)
 #
 # hashing    verify-inputs' parallel sha256 against `sha256sum -c` on the same files
 # logscan    postflight's log pass on a 64-node x 8-GPU log of about 1 GiB against
 #            `grep -c 'NCCL INFO'`, its peak memory, and the tutorial's whole-file approach
+# hostile    postflight on the hostile artifacts of tests/lib/hostile.py: time, peak RSS, verdict
 # preflight  preflight wall time on 2, 4 and 8 Ray nodes (needs root: network namespaces)
 # report     make report on the real run with a 1 GiB driver.log against `grep -c` of its phase
 #            lines, and its peak memory
@@ -16,7 +17,7 @@ PYTHON=$REPO/.venv/bin/python
 [[ -x "$PYTHON" ]] || { echo "bench: run make test once first (it builds .venv)" >&2; exit 2; }
 scratch=${BENCH_DIR:-$(mktemp -d)}
 [[ -n "${BENCH_DIR:-}" ]] || trap 'rm -rf "$scratch"' EXIT
-for name in "${@:-hashing logscan preflight report}"; do
+for name in "${@:-hashing logscan hostile preflight report}"; do
   for bench in $name; do
     echo "== $bench"
     "$PYTHON" "$REPO/bench/$bench.py" "$scratch/$bench"
