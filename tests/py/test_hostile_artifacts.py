@@ -3,6 +3,7 @@ gets the finding of the check it belongs to (never GEN-E001, never a pass), in b
 Big inputs are generated here; limits are lowered through their module constants so that the
 files stay small, except in the one test that proves the 100 MiB bound on large inputs."""
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -163,3 +164,39 @@ def test_postflight_stays_within_100_mib_on_large_hostile_inputs(run):
     assert {f["id"] for f in findings(run)} == {"POST-E030", "POST-E031"}
     assert peak_kib <= 100 * 1024, f"peak RSS {peak_kib / 1024:.0f} MiB"
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > 0
+
+
+def fifo(path):
+    path.unlink()
+    os.mkfifo(path)
+
+
+def to_dev_zero(path):
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+SPECIAL_FILES = {  # each would block or never end if opened and read like a file
+    "FIFO rollout file": (lambda r: fifo(r / "rollouts" / "2.jsonl"), "POST-E018"),
+    "rollout file linked to /dev/zero": (lambda r: to_dev_zero(r / "rollouts" / "2.jsonl"), "POST-E018"),
+    "FIFO model shard": (lambda r: fifo(r / hostile.MODEL), "POST-E022"),
+    "FIFO event file": (lambda r: fifo(next((r / "tensorboard").iterdir())), "POST-E015"),
+    "tracker linked to /dev/zero": (lambda r: to_dev_zero(r / "checkpoints" / "latest_checkpointed_iteration.txt"), "POST-E025"),
+    "preflight.json nested 100,000 deep": (lambda r: (r / "preflight.json").write_text("[" * 100_000), "POST-E007"),
+    "fsdp_config.json not UTF-8": (lambda r: (r / hostile.ACTOR / "fsdp_config.json").write_bytes(b'{"\xff": 1}'), "POST-E023"),
+}
+
+
+@pytest.mark.parametrize("name", SPECIAL_FILES)
+def test_special_and_malformed_small_files_are_findings(run, name):
+    plant, expected = SPECIAL_FILES[name]
+    plant(run)
+    ids = {f["id"] for f in postflight_fails_with_any(run)}
+    assert expected in ids and "GEN-E001" not in ids
+
+
+def postflight_fails_with_any(run):
+    done = subprocess.run([sys.executable, str(VERIFY), "postflight", "--output-dir", str(run)],
+                          capture_output=True, text=True, timeout=120)  # a hang guard
+    assert done.returncode == 1, done.stdout[-2000:]
+    return findings(run)

@@ -2,10 +2,32 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
+import os
+import stat
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import BinaryIO, Iterator, Optional, Union
 
 CHUNK = 1 << 20
+MAX_SMALL = 1 << 20  # a JSON record or a one-line text file of the run folder
+
+
+def open_regular(path: Union[str, Path]) -> BinaryIO:
+    """Open a regular file for reading; a FIFO, device or directory (a symlink to /dev/zero,
+    say) would block or never end, so it is refused as an OSError."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return open(path, "rb")
+
+
+def read_small(path: Union[str, Path], limit: int = MAX_SMALL) -> str:
+    """The whole text of a small file; OSError if unreadable, ValueError if larger than
+    ``limit`` bytes or not UTF-8."""
+    with open_regular(path) as stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    return data.decode("utf-8")
 
 
 @dataclasses.dataclass
@@ -19,7 +41,7 @@ class Line:
 def read_lines(path: Union[str, Path], max_line: int, chunk: int = CHUNK) -> Iterator[Line]:
     """Every line of the file (the last may lack its newline); memory is max_line + chunk."""
     number, offset, pending, skipping = 0, 0, b"", 0
-    with open(path, "rb") as stream:
+    with open_regular(path) as stream:
         while True:
             data = stream.read(chunk)
             if not data:

@@ -18,7 +18,7 @@ from . import checkpoint, humane, lines, placement, tfevents, trainlog
 from .findings import (Finding, Skip, UsageError, finding, mismatch, phase_record,
                        print_findings, run_checks, utc_now, verdict)
 from .profile import Profile
-from .records import read_json, write_json, write_new_text
+from .records import write_json, write_new_text
 from .runfolder import record_phase
 
 REQUIRED_SCALARS = ("training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr",
@@ -52,8 +52,13 @@ class PostflightContext:
 
     def preflight(self) -> Dict[str, Any]:
         if self._preflight is None:
-            self._preflight = read_json(self.run_dir / "preflight.json")
+            self._preflight = small_json(self.run_dir / "preflight.json")
         return self._preflight
+
+
+def small_json(path: Path) -> Any:
+    """A JSON record of the run folder, read with a size bound (OSError, ValueError)."""
+    return json.loads(lines.read_small(path))
 
 
 def check_training_log(ctx: PostflightContext) -> List[Finding]:
@@ -122,7 +127,7 @@ def expected_overrides(profile: Profile, run_id: str) -> Dict[str, str]:
 def check_resolved_command(ctx: PostflightContext) -> List[Finding]:
     path = ctx.run_dir / "resolved-command.txt"
     try:
-        argv = shlex.split(path.read_text(encoding="utf-8"))
+        argv = shlex.split(lines.read_small(path))
     except OSError as exc:
         return [finding("POST-E006", str(path), f"cannot read: {exc.strerror}")]
     except ValueError as exc:
@@ -145,8 +150,8 @@ def check_inputs_record(ctx: PostflightContext) -> List[Finding]:
     """SUCCESS needs every phase: the inputs check the launcher ran must have passed too."""
     path = ctx.run_dir / "inputs.json"
     try:
-        status = read_json(path).get("status")
-    except (OSError, ValueError, AttributeError) as exc:
+        status = small_json(path).get("status")
+    except (OSError, ValueError, AttributeError, RecursionError) as exc:
         return [finding("POST-E041", str(path), f"cannot read the inputs record ({exc})")]
     if status != "passed":
         return [finding("POST-E041", str(path), f"inputs status is {status!r}, not 'passed'")]
@@ -156,7 +161,7 @@ def check_inputs_record(ctx: PostflightContext) -> List[Finding]:
 def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
     try:
         preflight = ctx.preflight()
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         return [finding("POST-E007", str(ctx.run_dir / "preflight.json"),
                         f"cannot read preflight.json ({exc}); ranks cannot be mapped to nodes")]
     found = []
@@ -296,8 +301,8 @@ def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
                 files[str(path.relative_to(ctx.run_dir))] = path.stat().st_size
     config_path = actor / "fsdp_config.json"
     try:
-        config = read_json(config_path)
-    except (OSError, ValueError) as exc:
+        config = small_json(config_path)
+    except (OSError, ValueError, RecursionError) as exc:
         config = f"unreadable ({exc})"
     want = {"FSDP_version": 2, "world_size": world}
     if config != want:
@@ -307,14 +312,16 @@ def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
         found.append(finding("POST-E024", str(step_dir / "data.pt"), f"dataloader state: {problem[1]}"))
     hf_config = actor / "huggingface" / "config.json"
     try:
-        read_json(hf_config)
-    except (OSError, ValueError) as exc:
+        small_json(hf_config)
+    except (OSError, ValueError, RecursionError) as exc:
         found.append(finding("POST-E024", str(hf_config), f"Hugging Face config unreadable ({exc})"))
     tracker = root / "latest_checkpointed_iteration.txt"
     try:
-        latest = tracker.read_text(encoding="utf-8").strip()
+        latest = lines.read_small(tracker).strip()
     except OSError as exc:
         latest = f"unreadable ({exc.strerror})"
+    except ValueError as exc:
+        latest = f"unreadable ({exc})"
     if latest != str(steps):
         found.append(mismatch("POST-E025", str(tracker), "latest checkpointed iteration", steps, latest))
     ctx.evidence["checkpoint"] = {"path": str(step_dir), "fsdp_config": config, "shards": files}

@@ -12,6 +12,7 @@ import struct
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
+from .lines import open_regular
 from .thrift import read_varint
 
 _POLY = 0x82F63B78  # Castagnoli, reflected
@@ -52,7 +53,7 @@ MAX_LENGTH = 1 << 32  # no writer makes a record this long: a larger length fiel
 def read_records(path: Path, problems: List[Problem]) -> Iterator[bytes]:
     """Yield each record's data; a damaged record is skipped, a cut-off tail ends the file.
     A length field must fit the file: memory is one record of at most MAX_RECORD bytes."""
-    with open(path, "rb") as stream:
+    with open_regular(path) as stream:
         size = stream.seek(0, 2)
         stream.seek(0)
         index = 0
@@ -190,6 +191,7 @@ class Scalars:
     problems: List[Problem]
     tags: Set[str] = dataclasses.field(default_factory=set)  # every tag seen (up to MAX_TAGS)
     last: Dict[str, int] = dataclasses.field(default_factory=dict)  # tag -> last step seen
+    held: int = 0  # values held
     dropped: int = 0  # values not held (over MAX_VALUES)
 
     def at(self, tag: str, step: int) -> Optional[float]:
@@ -204,35 +206,41 @@ def load_scalars(folder: Path, keep: Optional[Iterable[str]] = None,
     """Scalars of every event file under folder; with ``keep``, values of those tags only.
     Memory is bounded: at most MAX_VALUES values, plus each kept tag's value at keep_step."""
     files = sorted(folder.rglob("events.out.tfevents.*"), key=_file_order)
-    wanted = set(keep) if keep is not None else None
     scalars = Scalars(files, {}, [])
-    held = 0
+    wanted = set(keep) if keep is not None else None
     for path in files:
-        for index, record in enumerate(read_records(path, scalars.problems)):
-            try:
-                step, _, found = scalars_of_event(record)
-            except (ValueError, struct.error) as exc:  # ThriftError is a ValueError
-                scalars.problems.append(Problem("crc", str(path), index, -1, f"record does not decode: {exc}"))
-                continue
-            for tag, value in found:
-                if len(scalars.tags) < MAX_TAGS:
-                    scalars.tags.add(tag)
-                if wanted is not None and tag not in wanted:
+        try:
+            for index, record in enumerate(read_records(path, scalars.problems)):
+                try:
+                    step, _, found = scalars_of_event(record)
+                except (ValueError, struct.error) as exc:  # ThriftError is a ValueError
+                    scalars.problems.append(Problem("crc", str(path), index, -1,
+                                                    f"record does not decode: {exc}"))
                     continue
-                if tag in scalars.last or len(scalars.last) < MAX_TAGS:
-                    scalars.last[tag] = max(scalars.last.get(tag, step), step)
-                series = scalars.values.get(tag)
-                if series is not None and step in series:
-                    series[step] = value
-                elif held < MAX_VALUES or step == keep_step:
-                    if series is None and len(scalars.values) >= MAX_TAGS:
-                        scalars.dropped += 1
-                        continue
-                    scalars.values.setdefault(tag, {})[step] = value
-                    held += 1
-                else:
-                    scalars.dropped += 1
+                for tag, value in found:
+                    _hold(scalars, tag, step, value, wanted, keep_step)
+        except OSError as exc:  # a FIFO, a device, a read error
+            scalars.problems.append(Problem("crc", str(path), 0, -1, f"unreadable: {exc.strerror or exc}"))
     return scalars
+
+
+def _hold(scalars: Scalars, tag: str, step: int, value: float, wanted: Optional[Set[str]],
+          keep_step: Optional[int]) -> None:
+    if len(scalars.tags) < MAX_TAGS:
+        scalars.tags.add(tag)
+    if wanted is not None and tag not in wanted:
+        return
+    if tag in scalars.last or len(scalars.last) < MAX_TAGS:
+        scalars.last[tag] = max(scalars.last.get(tag, step), step)
+    series = scalars.values.get(tag)
+    if series is not None and step in series:
+        series[step] = value  # the last write of a step wins
+    elif (scalars.held < MAX_VALUES or step == keep_step) and \
+            (series is not None or len(scalars.values) < MAX_TAGS):
+        scalars.values.setdefault(tag, {})[step] = value
+        scalars.held += 1
+    else:
+        scalars.dropped += 1
 
 
 def is_finite(value: Optional[float]) -> bool:

@@ -19,6 +19,8 @@ from array import array
 from pathlib import Path
 from typing import Any, Dict, List, Set, Tuple, Union
 
+from .lines import open_regular
+
 MAX_ENTRIES = 500_000  # a shard holds one storage per tensor: far fewer, even for huge models
 MAX_STACK = 1 << 18  # pickle stack depth, and memo entries kept by the opcode walk
 CHUNK = 1 << 20
@@ -42,7 +44,7 @@ class NotTorchSave(ValueError):
 
 def check(path: Union[str, Path]) -> Dict[str, Any]:
     """Raise Damaged or NotTorchSave, or return a summary: top folder, entries, storages."""
-    with open(path, "rb") as stream:
+    with open_regular(path) as stream:
         size = stream.seek(0, 2)
         count, cd_offset, cd_size = _end_records(stream, size)
         if count > MAX_ENTRIES:
