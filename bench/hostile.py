@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "lib"))
+# Path bootstrap: the test libraries (hostile) and the bundle's twgrpo they use.
+sys.path[:0] = [str(HERE.parent / "tests" / "lib"), str(HERE.parent / "tools" / "verl" / "two-worker-grpo")]
 import hostile  # noqa: E402
 
 FIXTURE = next((HERE.parent / "tests" / "fixtures" / "real-smoke-run").glob("smoke-*"))
