@@ -6,13 +6,14 @@ import json
 import os
 import resource
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import hostile
 import pytest
-from twgrpo import postflight, torchzip, trainlog
+from twgrpo import postflight, tfevents, torchzip, trainlog
 from twgrpo.cli import main
 
 FIXTURE = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run").glob("smoke-*"))
@@ -200,3 +201,13 @@ def postflight_fails_with_any(run):
                           capture_output=True, text=True, timeout=120)  # a hang guard
     assert done.returncode == 1, done.stdout[-2000:]
     return findings(run)
+
+
+def test_a_million_damaged_records_are_counted_not_listed(run):
+    path = next((run / "tensorboard").iterdir())
+    head = struct.pack("<Q", 0)
+    with open(path, "ab") as stream:  # 1,000,000 empty records, each with a wrong data CRC
+        stream.write((head + struct.pack("<I", tfevents.masked_crc(head)) + b"\0\0\0\0") * 1_000_000)
+    found = postflight_fails_with(run, "POST-E015")
+    assert len(found) == tfevents.PROBLEM_SAMPLES + 1
+    assert found[-1]["message"].startswith(f"{1_000_000 - tfevents.PROBLEM_SAMPLES} more")

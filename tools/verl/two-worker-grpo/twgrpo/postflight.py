@@ -185,6 +185,9 @@ def check_tensorboard(ctx: PostflightContext) -> List[Finding]:
         fid = "POST-W001" if problem.kind == "truncated" else "POST-E015"
         found.append(finding(fid, f"{problem.path} record {problem.record}", problem.message,
                              offset=problem.offset))
+    more = getattr(scalars.problems, "count", 0) - len(scalars.problems)
+    if more > 0:
+        found.append(finding("POST-E015", str(folder), f"{more} more damaged records not shown"))
     metrics = {}
     for tag in REQUIRED_SCALARS:
         last = scalars.last_step(tag)

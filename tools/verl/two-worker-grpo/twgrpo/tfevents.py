@@ -180,6 +180,18 @@ def _file_order(path: Path) -> Tuple[int, str]:
     return (int(match.group(1)) if match else 0, str(path))
 
 
+class Problems(list):
+    """The first PROBLEM_SAMPLES problems, and how many there were (a file of a million
+    damaged records must not become a million findings)."""
+    count = 0
+
+    def append(self, problem: Problem) -> None:
+        self.count += 1
+        if len(self) < PROBLEM_SAMPLES:
+            super().append(problem)
+
+
+PROBLEM_SAMPLES = 20
 MAX_VALUES = 200_000  # (tag, step) values held; past it only the kept step is still recorded
 MAX_TAGS = 4096
 
@@ -206,7 +218,7 @@ def load_scalars(folder: Path, keep: Optional[Iterable[str]] = None,
     """Scalars of every event file under folder; with ``keep``, values of those tags only.
     Memory is bounded: at most MAX_VALUES values, plus each kept tag's value at keep_step."""
     files = sorted(folder.rglob("events.out.tfevents.*"), key=_file_order)
-    scalars = Scalars(files, {}, [])
+    scalars = Scalars(files, {}, Problems())
     wanted = set(keep) if keep is not None else None
     for path in files:
         try:
