@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -37,7 +38,8 @@ def write_pathological(path: Path, base: Path, line: int) -> None:
     """``base``, the lines above, then ``line`` bytes of log text without a newline."""
     with open(path, "wb") as stream, open(base, "rb") as source:
         text = source.read(4 << 20)
-        stream.write(text + source.read())
+        stream.write(text)
+        shutil.copyfileobj(source, stream)  # streamed: this process stays small, as its children
         stream.write(b"\n".join(PATHOLOGICAL) + b"\n")
         unit = text.replace(b"\n", b" ")
         for _ in range(line // len(unit)):
