@@ -63,6 +63,8 @@ LAYOUT_FAULTS = {
     "an unknown entry": lambda e: e + [(e[0][0].replace("data.pkl", "payload.sh"), b"#!")],
     "a pickle that is not torch's": lambda e: [(e[0][0], b"\x80\x02(X\x01\x00\x00\x00aQ.")] + e[1:],
     "a pickle cut short": lambda e: [(e[0][0], e[0][1][:-10])] + e[1:],
+    "a pickle string of 2^62 bytes": lambda e: [(e[0][0], b"\x80\x04\x8d" + struct.pack("<Q", 1 << 62) + b"x")] + e[1:],
+    "a GLOBAL without its newline": lambda e: [(e[0][0], b"\x80\x02c" + b"t" * 5000)] + e[1:],
 }
 
 

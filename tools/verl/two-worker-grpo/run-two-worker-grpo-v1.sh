@@ -29,7 +29,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=13d1e15e6d200cc92b18279fda285ed9d956a263a5e1deb0779805421a7328d1
+readonly BUNDLE_SUMS_SHA256=1092707627376066ec480c00c0d5dd566fce9ddab66d04ddd0c93a12f22fceb9
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too

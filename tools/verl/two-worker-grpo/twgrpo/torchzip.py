@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Set, Tuple, Union
 from .lines import open_regular
 
 MAX_ENTRIES = 500_000  # a shard holds one storage per tensor: far fewer, even for huge models
+MAX_ITEM = 16 << 20  # one string or bytes object inside data.pkl
 MAX_STACK = 1 << 18  # pickle stack depth, and memo entries kept by the opcode walk
 CHUNK = 1 << 20
 END, END64, LOCATOR64 = b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07"
@@ -51,8 +52,7 @@ def check(path: Union[str, Path]) -> Dict[str, Any]:
             raise NotTorchSave(f"{count} zip entries: more than {MAX_ENTRIES}")
         found = _walk(stream, count, cd_offset, cd_size)
         stream.seek(found.pickle_at)
-        refs = storage_refs(io.BufferedReader(_Slice(stream, found.pickle_at, found.pickle_size), CHUNK),
-                            len(found.sizes))
+        refs = storage_refs(_PickleReader(stream, found.pickle_at, found.pickle_size), len(found.sizes))
     for key in range(len(found.sizes)):
         if key not in refs:
             raise NotTorchSave(f"entry data/{key} is not referenced by data.pkl")
@@ -275,6 +275,47 @@ class _Slice(io.RawIOBase):
         buffer[:len(data)] = data
         self.position += len(data)
         return len(data)
+
+
+class _PickleReader:
+    """data.pkl for pickletools.genops, read from the archive in chunks. A pickle item (a string,
+    a line) longer than MAX_ITEM is refused before it is read: a length field of 2^62 must not
+    become an allocation."""
+
+    def __init__(self, stream, start: int, size: int) -> None:
+        self.stream, self.next, self.end = stream, start, start + size
+        self.buffer, self.used = b"", 0
+
+    def _fill(self) -> bool:
+        if self.next >= self.end:
+            return False
+        self.stream.seek(self.next)
+        data = self.stream.read(min(CHUNK, self.end - self.next))
+        if not data:
+            return False
+        self.next += len(data)
+        self.buffer = self.buffer[self.used:] + data
+        self.used = 0
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0 or size > MAX_ITEM:
+            raise NotTorchSave(f"data.pkl holds an item of {size} bytes; more than {MAX_ITEM}")
+        while len(self.buffer) - self.used < size and self._fill():
+            pass
+        data = self.buffer[self.used:self.used + size]
+        self.used += len(data)
+        return data
+
+    def readline(self) -> bytes:
+        while True:
+            cut = self.buffer.find(b"\n", self.used)
+            if cut != -1 or len(self.buffer) - self.used > MAX_ITEM or not self._fill():
+                break
+        stop = len(self.buffer) if cut == -1 else cut + 1
+        data = self.buffer[self.used:min(stop, self.used + MAX_ITEM)]
+        self.used += len(data)
+        return data
 
 
 class _Global(str):
