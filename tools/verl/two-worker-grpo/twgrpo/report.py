@@ -91,7 +91,7 @@ def main(args: argparse.Namespace, profile: Profile, run_dir: Path, run_id: str)
     run_id = run_id or run_dir.resolve().name  # --output-dir . names no run
     problem = None if getattr(args, "profile", None) else run_json_problem(run_dir)
     view = runview.load(run_dir, run_id, dict(profile.values), profile.PROFILE_NAME, problem)
-    target = Path(args.html) if getattr(args, "html", None) else run_dir / REPORT_NAME
+    target = Path(os.path.abspath(args.html if getattr(args, "html", None) else run_dir / REPORT_NAME))
     try:
         write_text(target, page.render(view, utc_now()))
         umask = os.umask(0)

@@ -9,7 +9,7 @@ import html
 import re
 from typing import Any, Dict, List, Sequence, Tuple
 
-from .humane import number
+from .humane import number, plural
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
 INK, MUTED, GRID, LINE, OK, BAD = "#1f2933", "#616e7c", "#e4e7eb", "#2563eb", "#15803d", "#b91c1c"
@@ -97,7 +97,7 @@ def topology(workers: List[Dict[str, Any]], details: List[Dict[str, Any]],
     boxes = [(w, _node_gpus(w, by_node.get(w.get("node_id"), {}))[:16]) for w in workers]
     tile_w, tile_h = 128, 62
     per_row = max(2, min(4, max(len(g) for _, g in boxes)))
-    box_w = 20 + per_row * (tile_w + 8)
+    box_w = max(320, 20 + per_row * (tile_w + 8))  # room for the IP, role and driver line
     heights = [92 + max(1, (len(g) + per_row - 1) // per_row) * (tile_h + 8) for _, g in boxes]
     row_heights = [max(heights[i:i + columns]) for i in range(0, len(heights), columns)]
     width = 20 + columns * (box_w + 24)
@@ -142,7 +142,8 @@ def _node_box(worker, gpus, actors, x0, y0, box_w, box_h, tile_w, tile_h, per_ro
            f'<text x="{x0 + 14}" y="{y0 + 46}" font-size="12" fill="{MUTED}">'
            f'{text(worker.get("node_ip", "?"), 40)} · Ray {role} · driver {text(driver, 60)}</text>',
            f'<text x="{x0 + 14}" y="{y0 + 64}" font-size="12" fill="{MUTED}">'
-           f'{text(len(mine))} of {text(len(gpus))} GPUs hold a rank</text>']
+           f'{text(len(mine))} of {text(plural(len(gpus), "GPU"))} '
+           f'{"holds" if len(mine) == 1 else "hold"} a rank</text>']
     for i, gpu in enumerate(gpus):
         gx = x0 + 14 + (i % per_row) * (tile_w + 8)
         gy = y0 + 78 + (i // per_row) * (tile_h + 8)
