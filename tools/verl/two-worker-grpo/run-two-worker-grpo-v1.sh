@@ -29,7 +29,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=3ca2bf30a2a98058b12eb19cce7f00b561eeec74b57551fa3818d8adf3a36f49
+readonly BUNDLE_SUMS_SHA256=eea6fe1fc891c42d7dd9b2617fe6626a7b39480812936f53b56f12e1d1c20d2d
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too
