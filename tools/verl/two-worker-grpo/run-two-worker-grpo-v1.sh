@@ -29,7 +29,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=eea6fe1fc891c42d7dd9b2617fe6626a7b39480812936f53b56f12e1d1c20d2d
+readonly BUNDLE_SUMS_SHA256=8b71fc569cbec05becc38846c71cb703615b4278746c046ced1d3006c48bb892
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too
@@ -38,14 +38,25 @@ BUNDLE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 readonly BUNDLE_DIR
 readonly VERIFY="$BUNDLE_DIR/verify-two-worker-grpo-v1.py"
 
-PHASE=checks      # the phase FAILED names
-RUN_DIR=""        # set once the run folder is ours
-CHILD=""          # the running phase's process group
-WATCHDOG=""       # the running phase's watchdog (a process group of its own)
-SIGNAL=none
-CAUSE=""          # what FAILED says beyond phase, status and signal
-WORK=""           # scratch folder for NUL-separated lists
-KILL_GRACE=${KILL_GRACE:-10}
+# Globals. The job's environment gives STORAGE_ROOT and RUN_ID (checked by check_request) and
+# PROFILE, which is never changed here; load_paths fills the next five from the profile; the
+# rest track the run as it goes.
+PROFILE=${PROFILE:-} # a profile name in profiles/; empty: the bundle's default profile
+PROFILE_NAME=""      # the profile's own name, passed to every later verifier call
+VERL_ROOT=""         # the pinned verl checkout on the volume
+MODEL_ROOT=""        # the pinned model folder
+DATA_ROOT=""         # the pinned parquet folder
+RUN_DIR_PLANNED=""   # where the run folder will be, before it is claimed
+RUN_DIR=""           # set once the run folder is ours
+PHASE=checks         # the phase FAILED names
+CHILD=""             # the running phase's process group
+WATCHDOG=""          # the running phase's watchdog (a process group of its own)
+SIGNAL=none          # the signal that stopped the run, for FAILED
+CAUSE=""             # what FAILED says beyond phase, status and signal
+WORK=""              # scratch folder for NUL-separated lists
+TEE_PID=""           # the tee that writes driver.log
+TRAINING_COMMAND=()  # the training command, one word per element
+KILL_GRACE=${KILL_GRACE:-10}  # seconds a phase gets between TERM and KILL
 export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the bundle, the inputs or anywhere else
 
 verify() {  # the verifier, isolated: -I keeps cwd, PYTHONPATH and user site off sys.path
@@ -135,19 +146,22 @@ find_intruders() {  # find_intruders SUMS
   ((count == 0)) || die 1 "(LAUNCH-E014) $count path(s) in $BUNDLE_DIR are not in SHA256SUMS (shown above) — the bundle must be exactly SHA256SUMS: move them out, or reinstall into a new folder (make install-tools)"
 }
 
-# Reads the run's paths from the profile (KEY=value lines) into globals.
+# Reads the run's paths from the profile (KEY=value lines) into the globals declared above.
 load_paths() {
-  local out line
+  local out line value
   out=$(verify paths --profile "$PROFILE" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID") ||
     die 2 "(LAUNCH-E009) profile '${PROFILE:-default}' cannot be used (see above) — pick one in $BUNDLE_DIR/profiles/"
   while IFS= read -r line; do
+    value=${line#*=}
     case "${line%%=*}" in
-      PROFILE_NAME | VERL_ROOT | MODEL_ROOT | DATA_ROOT | WORLD_SIZE)
-        printf -v "${line%%=*}" '%s' "${line#*=}" ;;
-      RUN_DIR) RUN_DIR_PLANNED=${line#*=} ;;
+      PROFILE_NAME) PROFILE_NAME=$value ;;
+      VERL_ROOT) VERL_ROOT=$value ;;
+      MODEL_ROOT) MODEL_ROOT=$value ;;
+      DATA_ROOT) DATA_ROOT=$value ;;
+      RUN_DIR) RUN_DIR_PLANNED=$value ;;
+      *) ;;  # PROFILE_FILE, WORLD_SIZE: not needed here
     esac
   done <<<"$out"
-  PROFILE=$PROFILE_NAME
 }
 
 check_request() {
@@ -159,7 +173,6 @@ check_request() {
     die 2 "(LAUNCH-E015) RUN_ID is ${#RUN_ID} characters long; at most $MAX_RUN_ID are allowed — set a shorter RUN_ID"
   [[ "$RUN_ID" =~ $RUN_ID_FORM ]] ||
     die 2 "(LAUNCH-E004) RUN_ID '$RUN_ID' must match $RUN_ID_FORM — use letters, digits, '.', '_' and '-'"
-  PROFILE=${PROFILE:-}  # empty: the bundle's default profile
   [[ -z "$PROFILE" || ("$PROFILE" =~ $RUN_ID_FORM && "$PROFILE" != *.env) ]] ||
     die 2 "(LAUNCH-E009) PROFILE '$PROFILE' must name a profile in the bundle (profiles/<name>.env, hash-checked), not a path"
   [[ "$KILL_GRACE" =~ ^[1-9][0-9]{0,3}$ ]] ||
@@ -306,7 +319,7 @@ on_exit() {
   trap - EXIT
   ((status == 0)) || write_failed "$status"
   [[ -z "$WORK" ]] || rm -rf "$WORK"
-  if [[ -n "${TEE_PID:-}" ]]; then  # let tee write the last lines of driver.log
+  if [[ -n "$TEE_PID" ]]; then  # let tee write the last lines of driver.log
     exec 1>&- 2>&-
     wait "$TEE_PID" 2>/dev/null || true
   fi
@@ -344,7 +357,7 @@ read_nul_list() {  # read_nul_list ARRAY_NAME FILE
 }
 
 export_environment() {
-  verify env --profile "$PROFILE" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" >"$WORK/env" ||
+  verify env --profile "$PROFILE_NAME" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" >"$WORK/env" ||
     die 2 "(LAUNCH-E009) cannot build the run environment (see above)"
   local -a assignments
   local kv
@@ -379,20 +392,20 @@ main() {
 
   local launcher_sha
   launcher_sha=$(sha256_of "${BASH_SOURCE[0]}")
-  verify record-run --profile "$PROFILE" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" \
+  verify record-run --profile "$PROFILE_NAME" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" \
     --bundle-sums-sha256 "$BUNDLE_SUMS_SHA256" --launcher-sha256 "$launcher_sha"
 
-  run_phase inputs python3 -I -B "$VERIFY" inputs --profile "$PROFILE" --storage-root "$STORAGE_ROOT" \
+  run_phase inputs python3 -I -B "$VERIFY" inputs --profile "$PROFILE_NAME" --storage-root "$STORAGE_ROOT" \
     --output-dir "$RUN_DIR"
 
   PHASE=environment
   export_environment
 
-  run_phase preflight python3 -I -B "$VERIFY" preflight --profile "$PROFILE" --run-id "$RUN_ID" \
+  run_phase preflight python3 -I -B "$VERIFY" preflight --profile "$PROFILE_NAME" --run-id "$RUN_ID" \
     --output-dir "$RUN_DIR" --storage-root "$STORAGE_ROOT" --probe-timeout "${PROBE_TIMEOUT:-120}"
 
   PHASE=training
-  verify command --profile "$PROFILE" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" >"$WORK/command" ||
+  verify command --profile "$PROFILE_NAME" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" >"$WORK/command" ||
     die 2 "(LAUNCH-E009) cannot build the training command (see above)"
   read_nul_list TRAINING_COMMAND "$WORK/command"
   local resolved
@@ -402,7 +415,7 @@ main() {
   printf 'Executing: %s\n' "$resolved"
   run_phase training train_and_log
 
-  run_phase postflight python3 -I -B "$VERIFY" postflight --profile "$PROFILE" --run-id "$RUN_ID" \
+  run_phase postflight python3 -I -B "$VERIFY" postflight --profile "$PROFILE_NAME" --run-id "$RUN_ID" \
     --output-dir "$RUN_DIR"
   [[ -s "$RUN_DIR/SUCCESS" ]] ||
     die 1 "(LAUNCH-E013) postflight passed but wrote no SUCCESS — see $RUN_DIR/verification.json"

@@ -124,3 +124,10 @@ CATALOG = {
     "RPT-E006": ("no rollout samples can be shown", "See postflight's POST-E018..E020; samples come from rollouts/<step>.jsonl."),
     "RPT-E007": ("the run has no verdict yet", "If the job has ended, its Driver was stopped before it could write FAILED: run make postflight RUN_ID=... to judge what it left."),
 }
+
+
+def markdown_table() -> str:
+    """README's troubleshooting table (verify-two-worker-grpo-v1.py catalog prints it)."""
+    rows = ["| id | what it means | what to do |", "| --- | --- | --- |"]
+    rows += [f"| `{fid}` | {title} | {hint} |" for fid, (title, hint) in CATALOG.items()]
+    return "\n".join(rows) + "\n"

@@ -8,10 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List
 
-from .profile import Profile
-
-# The HF-generate rollout adapter module, importable on every node where ROLLOUT_ENGINE=hf.
-HF_ROLLOUT_MODULE = "twgrpo_hf_rollout"
+from .profile import HF_ROLLOUT_MODULE, Profile
+from .runpaths import run_dir
 
 # Set on every node through the pasted RuntimeEnv, and exported by the launcher for the driver.
 # Offline: nothing is fetched at run time. NCCL: Socket only (RDMA off), with INFO logs that
@@ -33,13 +31,12 @@ FIXED_ENV = {
     "HYDRA_FULL_ERROR": "1",
 }
 
+# The tutorial's trainer.project_name, kept so the run is the tutorial's run.
+PROJECT_NAME = "verl_aistudio"
+
 # Reach the TaskRunner and every WorkerDict on every node: verl 0.6.0 drops keys that the
 # driver already has from its own runtime_env, and a shell export never leaves the driver.
 WORKER_ENV = ("NCCL_DEBUG", "NCCL_IB_DISABLE", "GLOO_LOG_LEVEL")
-
-def run_dir(storage_root: Path, run_id: str) -> Path:
-    return Path(storage_root) / "runs" / "verl" / "two-worker-grpo" / run_id
-
 
 def runtime_env(profile: Profile, storage_root: Path) -> Dict[str, object]:
     """The RuntimeEnv JSON to paste into the job form (Ray's runtime_env)."""
@@ -108,7 +105,7 @@ def training_command(profile: Profile, storage_root: Path, run_id: str) -> List[
                          f"{p.ATTN_IMPLEMENTATION}")
     overrides += [
         "trainer.logger=[console,tensorboard]",
-        "trainer.project_name=two-worker-grpo",
+        f"trainer.project_name={PROJECT_NAME}",
         f"trainer.experiment_name={run_id}",
         f"trainer.n_gpus_per_node={p.GPUS_PER_NODE}",
         f"trainer.nnodes={p.NODES}",

@@ -19,7 +19,7 @@ class UsageError(Exception):
 
 
 class Skip(Exception):
-    """Raised by a check that cannot run because an earlier one failed (that one reports it)."""
+    """Raised by a check whose input is missing; the message says why (reported as skipped)."""
 
 
 @dataclasses.dataclass
@@ -52,7 +52,13 @@ def mismatch(fid: str, obj: str, what: str, expected: Any, actual: Any, **eviden
                    expected=expected, actual=actual, **evidence)
 
 
-Check = Tuple[str, Callable[[Any], List[Finding]]]
+@dataclasses.dataclass(frozen=True)
+class Check:
+    name: str
+    run: Callable[[Any], List[Finding]]
+    # Checks whose results this one reads from the context: they come earlier in the list, and
+    # if one of them was skipped or crashed, this one is skipped too (it has nothing to judge).
+    needs: Tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -65,36 +71,59 @@ class CheckResult:
     def passed(self) -> bool:
         return not any(f.level == "error" for f in self.findings)
 
+    @property
+    def crashed(self) -> bool:
+        return any(f.id == "GEN-E001" for f in self.findings)
+
     def to_json(self) -> Dict[str, Any]:
         status = "skipped" if self.skipped else ("passed" if self.passed else "failed")
         return {"name": self.name, "status": status, "skipped": self.skipped,
                 "findings": [f.to_json() for f in self.findings]}
 
 
+def order_problems(checks: Sequence[Check]) -> List[str]:
+    """Checks named twice, or that need a check which does not come before them."""
+    problems, seen = [], set()
+    for check in checks:
+        if check.name in seen:
+            problems.append(f"{check.name} is listed twice")
+        problems += [f"{check.name} needs {need}, which does not come before it"
+                     for need in check.needs if need not in seen]
+        seen.add(check.name)
+    return problems
+
+
 def run_checks(phase: str, checks: Sequence[Check], ctx: Any,
                out: Optional[TextIO] = None) -> List[CheckResult]:
     """Run every check (a crash becomes a finding), printing one status line per check."""
+    problems = order_problems(checks)
+    if problems:
+        raise ValueError(f"{phase} checks are misdeclared: {'; '.join(problems)}")
     out = out or sys.stdout
-    results = []
-    width = max(len(name) for name, _ in checks) + 4
-    for name, fn in checks:
-        skipped = ""
-        try:
-            found = list(fn(ctx))
-        except Skip as skip:
-            found, skipped = [], str(skip) or "skipped"
-        except Exception as exc:  # a broken check must not hide the others
-            found = [finding("GEN-E001", name, f"the check crashed: {exc!r}",
-                             traceback=traceback.format_exc(limit=4))]
-        result = CheckResult(name, found, skipped)
-        results.append(result)
+    results: Dict[str, CheckResult] = {}
+    width = max(len(check.name) for check in checks) + 4
+    for check in checks:
+        found, skipped = [], ""
+        blocked = [need for need in check.needs if results[need].skipped or results[need].crashed]
+        if blocked:
+            skipped = f"needs {blocked[0]}, which was {'skipped' if results[blocked[0]].skipped else 'stopped by a crash'}"
+        else:
+            try:
+                found = list(check.run(ctx))
+            except Skip as skip:
+                skipped = str(skip) or "its input is missing"
+            except Exception as exc:  # a broken check must not hide the others
+                found = [finding("GEN-E001", check.name, f"the check crashed: {exc!r}",
+                                 traceback=traceback.format_exc(limit=4))]
+        result = CheckResult(check.name, found, skipped)
+        results[check.name] = result
         errors = sum(f.level == "error" for f in found)
         warnings = len(found) - errors
         status = f"FAIL ({errors})" if errors else ("ok" if not warnings else f"ok ({warnings} warning)")
         if skipped:
             status = f"skipped ({skipped})"
-        print(f"{phase}: {name} {'.' * (width - len(name))} {status}", file=out, flush=True)
-    return results
+        print(f"{phase}: {check.name} {'.' * (width - len(check.name))} {status}", file=out, flush=True)
+    return list(results.values())
 
 
 def print_findings(results: Sequence[CheckResult], out: Optional[TextIO] = None) -> None:

@@ -5,6 +5,7 @@ form (``deep=False``: manifests, not every byte) inside each node's preflight pr
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import subprocess
@@ -13,8 +14,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import hashing, parquet, safetensors, sums
-from .findings import Check, Finding, finding, mismatch
+from .findings import Check, Finding, Skip, UsageError, finding, mismatch
 from .mounts import mount_for
+from .phase import run_phase
 from .profile import Profile
 
 
@@ -41,7 +43,7 @@ def check_storage_mount(ctx: InputsContext) -> List[Finding]:
     mount = mount_for(ctx.storage_root)
     ctx.evidence["storage_mount"] = mount
     if mount is None:
-        return []  # no mountinfo (not Linux): nothing to judge
+        raise Skip("no /proc/self/mountinfo here, so the mount cannot be judged")
     found = []
     if mount["fstype"] == "overlay":
         found.append(finding("INP-E001", str(ctx.storage_root),
@@ -202,13 +204,28 @@ def check_parquet_rows(ctx: InputsContext) -> List[Finding]:
     return found
 
 
+# Each reads the volume on its own: none needs another's result.
 CHECKS: List[Check] = [
-    ("storage-mount", check_storage_mount),
-    ("storage-writable", check_storage_writable),
-    ("verl-checkout", check_verl_checkout),
-    ("model-files", check_model_files),
-    ("model-weights", check_model_weights),
-    ("data-files", check_data_files),
-    ("dataset-manifest", check_dataset_manifest),
-    ("parquet-rows", check_parquet_rows),
+    Check("storage-mount", check_storage_mount),
+    Check("storage-writable", check_storage_writable),
+    Check("verl-checkout", check_verl_checkout),
+    Check("model-files", check_model_files),
+    Check("model-weights", check_model_weights),
+    Check("data-files", check_data_files),
+    Check("dataset-manifest", check_dataset_manifest),
+    Check("parquet-rows", check_parquet_rows),
 ]
+
+
+def main(args: argparse.Namespace, profile: Profile) -> int:
+    """The inputs phase (make verify-inputs; the launcher, with --output-dir for inputs.json)."""
+    if not args.storage_root.is_dir():
+        raise UsageError(f"storage root {args.storage_root} is not a directory: mount the shared "
+                         "volume and set PREP_ROOT= to its path on this box (--storage-root)")
+    ctx = InputsContext.build(profile, args.storage_root, args.verl_root, args.model_root,
+                              args.data_root)
+    code, _ = run_phase("inputs", f"profile {profile.PROFILE_NAME}, storage {ctx.storage_root}",
+                        CHECKS, ctx, args.output_dir, "inputs.json", lambda: {"profile": profile.PROFILE_NAME,
+                                                      "storage_root": str(ctx.storage_root),
+                                                      "evidence": ctx.evidence})
+    return code

@@ -10,16 +10,18 @@ import argparse
 import dataclasses
 import json
 import math
+import re
 import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import checkpoint, humane, lines, placement, tfevents, trainlog
-from .findings import (Finding, Skip, UsageError, finding, mismatch, phase_record,
-                       print_findings, run_checks, utc_now, verdict)
+from .command import training_command
+from .findings import Check, Finding, Skip, UsageError, finding, mismatch, utc_now
+from .phase import run_phase
 from .profile import Profile
 from .records import write_json, write_new_text
-from .runfolder import record_phase
+from .runpaths import run_folder
 
 REQUIRED_SCALARS = ("training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr",
                     "critic/score/mean")
@@ -106,22 +108,46 @@ def check_completion_markers(ctx: PostflightContext) -> List[Finding]:
     return found
 
 
-def expected_overrides(profile: Profile, run_id: str) -> Dict[str, str]:
-    """key -> value (or, for paths that depend on the mount, '*/<suffix>')."""
-    p = profile
-    return {
-        "trainer.nnodes": str(p.NODES), "trainer.n_gpus_per_node": str(p.GPUS_PER_NODE),
-        "trainer.total_training_steps": str(p.TARGET_STEPS), "data.train_batch_size": str(p.TRAIN_BATCH_SIZE),
-        "actor_rollout_ref.rollout.n": str(p.ROLLOUT_N),
-        "actor_rollout_ref.rollout.name": p.ROLLOUT_ENGINE,
-        "actor_rollout_ref.actor.strategy": "fsdp2",
-        "+ray_kwargs.ray_init.address": "auto",
-        "+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR": f"*/{run_id}/tensorboard'",
-        "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_IB_DISABLE": "'1'",
-        "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_DEBUG": "'INFO'",
-        "trainer.default_local_dir": f"*/{run_id}/checkpoints",
-        "trainer.rollout_data_dir": f"*/{run_id}/rollouts",
-    }
+# The overrides that fix the run's topology, size, engine and where its artifacts go.
+JUDGED_OVERRIDES = (
+    "trainer.nnodes", "trainer.n_gpus_per_node", "trainer.total_training_steps",
+    "data.train_batch_size", "actor_rollout_ref.rollout.n", "actor_rollout_ref.rollout.name",
+    "actor_rollout_ref.actor.strategy", "+ray_kwargs.ray_init.address",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_IB_DISABLE",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_DEBUG",
+    "trainer.default_local_dir", "trainer.rollout_data_dir",
+)
+# Stands for the storage root in the expected command when run.json does not name it.
+ANY_ROOT = "/\0storage-root"
+
+
+def overrides(argv: List[str]) -> Dict[str, str]:
+    return dict(arg.split("=", 1) for arg in argv if "=" in arg)
+
+
+def expected_overrides(profile: Profile, run_id: str, storage_root: Optional[str]) -> Dict[str, str]:
+    """key -> value, from the very command the launcher runs (command.training_command)."""
+    argv = training_command(profile, Path(storage_root or ANY_ROOT), run_id)
+    return {key: value for key, value in overrides(argv).items() if key in JUDGED_OVERRIDES}
+
+
+def override_matches(want: str, have: Optional[str]) -> bool:
+    if have is None:
+        return False
+    if ANY_ROOT not in want:
+        return have == want
+    # The job's mount path is unknown here: any absolute path may stand for the storage root.
+    pattern = re.escape(want).replace(re.escape(ANY_ROOT), "/.*")
+    return re.fullmatch(pattern, have, re.S) is not None
+
+
+def recorded_storage_root(run_dir: Path) -> Optional[str]:
+    try:
+        root = small_json(run_dir / "run.json").get("storage_root")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return None
+    return root if isinstance(root, str) and root.startswith("/") else None
 
 
 def check_resolved_command(ctx: PostflightContext) -> List[Finding]:
@@ -132,16 +158,17 @@ def check_resolved_command(ctx: PostflightContext) -> List[Finding]:
         return [finding("POST-E006", str(path), f"cannot read: {exc.strerror}")]
     except ValueError as exc:
         return [finding("POST-E006", str(path), f"not a shell-quoted command: {exc}")]
-    given = dict(arg.split("=", 1) for arg in argv if "=" in arg)
+    given = overrides(argv)
     found = []
     if argv[:3] != ["python3", "-m", "verl.trainer.main_ppo"]:
         found.append(mismatch("POST-E006", str(path), "command", "python3 -m verl.trainer.main_ppo",
                               " ".join(argv[:3])))
-    for key, want in expected_overrides(ctx.profile, ctx.run_id).items():
+    root = recorded_storage_root(ctx.run_dir)
+    for key, want in expected_overrides(ctx.profile, ctx.run_id, root).items():
         have = given.get(key)
-        ok = have is not None and (have.endswith(want[1:]) if want.startswith("*/") else have == want)
-        if not ok:
-            found.append(mismatch("POST-E006", str(path), key, want, have or "absent"))
+        if not override_matches(want, have):
+            found.append(mismatch("POST-E006", str(path), key,
+                                  want.replace(ANY_ROOT, "<storage root>"), have or "absent"))
     ctx.evidence["resolved_command_overrides"] = len(argv) - 3
     return found
 
@@ -331,43 +358,39 @@ def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
     return found
 
 
+LOGGED = ("training-log",)
 CHECKS = [
-    ("training-log", check_training_log),
-    ("fatal-markers", check_fatal_markers),
-    ("completion-markers", check_completion_markers),
-    ("resolved-command", check_resolved_command),
-    ("inputs-record", check_inputs_record),
-    ("rank-placement", check_rank_placement),
-    ("tensorboard-scalars", check_tensorboard),
-    ("rollouts", check_rollouts),
-    ("checkpoint", check_checkpoint),
+    Check("training-log", check_training_log),
+    Check("fatal-markers", check_fatal_markers, needs=LOGGED),
+    Check("completion-markers", check_completion_markers, needs=LOGGED),
+    Check("resolved-command", check_resolved_command),
+    Check("inputs-record", check_inputs_record),
+    Check("rank-placement", check_rank_placement, needs=LOGGED),
+    Check("tensorboard-scalars", check_tensorboard),
+    Check("rollouts", check_rollouts),
+    Check("checkpoint", check_checkpoint),
 ]
 
 
 def main(args: argparse.Namespace, profile: Profile) -> int:
-    from .cli import run_folder
     run_dir, run_id = run_folder(args)
     if not run_dir.is_dir():
         raise UsageError(f"no run folder {run_dir}: set RUN_ID= to a run under PREP_ROOT= "
                          "(make runs lists them)")
     world = args.world_size or profile.world_size
     ctx = PostflightContext(profile, run_dir, run_id, args.training_log or run_dir / "training.log", world)
-    print(f"postflight: run {run_id}, profile {profile.PROFILE_NAME}: "
-          f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
-          f"{humane.plural(profile.TARGET_STEPS, 'step')}", flush=True)
-    results = run_checks("postflight", CHECKS, ctx)
-    print_findings(results)
-    code = verdict("postflight", results)
+    header = (f"run {run_id}, profile {profile.PROFILE_NAME}: "
+              f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
+              f"{humane.plural(profile.TARGET_STEPS, 'step')}")
+    code, results = run_phase("postflight", header, CHECKS, ctx, run_dir, "verification.json",
+                              lambda: {"run_id": run_id, "profile": profile.to_json(),
+                                       "world_size": world, "target_steps": profile.TARGET_STEPS,
+                                       "evidence": ctx.evidence})
     placement_findings = next(r for r in results if r.name == "rank-placement")
     write_json(run_dir / "actor-placement.json", {
         **ctx.placement_record, "status": "passed" if placement_findings.passed else "failed",
         "phase": "distributed_rank_placement", "source": "training_log", "run_id": run_id,
         "checked_at": utc_now(), "findings": [f.to_json() for f in placement_findings.findings]})
-    # A failed verdict moves an earlier SUCCESS aside (record_phase), so SUCCESS never outlives
-    # the verification that justified it.
-    record_phase(run_dir, "verification.json", phase_record(
-        "postflight", results, run_id=run_id, profile=profile.to_json(), world_size=world,
-        target_steps=profile.TARGET_STEPS, evidence=ctx.evidence))
     success = run_dir / "SUCCESS"
     if code == 0:
         if write_new_text(success, utc_now() + "\n"):

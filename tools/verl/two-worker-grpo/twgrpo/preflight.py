@@ -16,16 +16,15 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from . import humane, sizes
-from .command import FIXED_ENV, HF_ROLLOUT_MODULE
-from .findings import (Finding, Skip, UsageError, finding, mismatch, phase_record,
-                       print_findings, run_checks, verdict)
+from .command import FIXED_ENV
+from .findings import Check, Finding, Skip, UsageError, finding, mismatch
+from .phase import run_phase
 from .probe import probe_node
-from .profile import Profile
+from .profile import ROLLOUT_ENGINES, Profile
 from .records import read_json, write_text
-from .runfolder import record_phase
+from .runpaths import run_folder
 
 NODE_ID = re.compile(r"^[0-9a-f]{56}$")
-ENGINE_MODULES = {"sglang": "sglang", "vllm": "vllm", "hf": HF_ROLLOUT_MODULE}
 
 
 @dataclasses.dataclass
@@ -40,7 +39,6 @@ class PreflightContext:
     probe_timeout: float
     token: str = ""
     ray: Any = None
-    connect_error: str = ""
     nodes: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     driver_node_id: str = ""
     cluster_resources: Dict[str, float] = dataclasses.field(default_factory=dict)
@@ -55,10 +53,14 @@ class PreflightContext:
 
     def connected(self) -> None:
         if self.ray is None:
-            raise Skip("no Ray cluster")
+            raise Skip("not connected to a Ray cluster")
 
-    def answered(self):
+    def answered(self, at_least: int = 1):
+        """(ordinal, report) of every node whose probe answered; Skip if fewer than at_least."""
         self.connected()
+        if len(self.reports) < at_least:
+            raise Skip("no node probe answered" if not self.reports else
+                       f"{len(self.reports)} node answered: nothing to compare it with")
         return sorted(self.reports.items())
 
 
@@ -75,7 +77,6 @@ def check_ray_connection(ctx: PreflightContext) -> List[Finding]:
         ray.init(address="auto", ignore_reinit_error=True, log_to_driver=False,
                  logging_level="WARNING")
     except Exception as exc:  # ray raises ConnectionError, RuntimeError, ValueError...
-        ctx.connect_error = str(exc)
         return [finding("PRE-E011", "driver", f"ray.init(address='auto') failed: {exc}")]
     ctx.ray = ray
     ctx.driver_node_id = str(ray.get_runtime_context().get_node_id())
@@ -117,8 +118,8 @@ def _probe_spec(ctx: PreflightContext, ordinal: int, node_id: str) -> Dict[str, 
             "token": ctx.token, "storage_root": str(ctx.storage_root),
             "verl_root": str(ctx.verl_root), "model_root": str(ctx.model_root),
             "data_root": str(ctx.data_root), "env_keys": sorted(FIXED_ENV),
-            "engine_module": ENGINE_MODULES[ctx.profile.ROLLOUT_ENGINE],
-            "profile_text": "".join(f"{k}={v}\n" for k, v in ctx.profile.values.items()),
+            "engine_module": ROLLOUT_ENGINES[ctx.profile.ROLLOUT_ENGINE],
+            "profile_text": ctx.profile.to_text(),
             "profile_source": str(ctx.profile.path)}
 
 
@@ -164,11 +165,17 @@ def check_node_probes(ctx: PreflightContext) -> List[Finding]:
             found.append(finding("PRE-E015", ctx.node_name(ordinal),
                                  f"the probe failed: {type(exc).__name__}: {first[:300]}"))
             continue
-        ctx.reports[ordinal] = report
-        if report["node_id"] != report["expected_node_id"]:
-            found.append(mismatch("PRE-E016", ctx.node_name(ordinal), "node the probe ran on",
-                                  report["expected_node_id"], report["node_id"]))
+        found += received(ctx, ordinal, report)
     return found
+
+
+def received(ctx: PreflightContext, ordinal: int, report: Dict[str, Any]) -> List[Finding]:
+    """Keep a node's report; it must come from the node the probe was pinned to."""
+    ctx.reports[ordinal] = report
+    if report["node_id"] != report["expected_node_id"]:
+        return [mismatch("PRE-E016", ctx.node_name(ordinal), "node the probe ran on",
+                         report["expected_node_id"], report["node_id"])]
+    return []
 
 
 def check_shared_storage(ctx: PreflightContext) -> List[Finding]:
@@ -226,8 +233,10 @@ def check_driver_version(ctx: PreflightContext) -> List[Finding]:
 
 def check_storage_mount(ctx: PreflightContext) -> List[Finding]:
     found = []
-    for ordinal, report in ctx.answered():
-        mount = report.get("mount") or {}
+    known = [(ordinal, report["mount"]) for ordinal, report in ctx.answered() if report.get("mount")]
+    if not known:
+        raise Skip("no node could read its mountinfo, so no mount can be judged")
+    for ordinal, mount in known:
         if mount.get("fstype") == "overlay" or "ro" in mount.get("options", "").split(","):
             found.append(finding("PRE-E023", ctx.node_name(ordinal),
                                  f"storage mount {mount.get('target')} is {mount.get('fstype')} "
@@ -246,7 +255,7 @@ def check_nccl_env(ctx: PreflightContext) -> List[Finding]:
 
 
 def check_rollout_engine(ctx: PreflightContext) -> List[Finding]:
-    module = ENGINE_MODULES[ctx.profile.ROLLOUT_ENGINE]
+    module = ROLLOUT_ENGINES[ctx.profile.ROLLOUT_ENGINE]
     return [finding("PRE-E025", ctx.node_name(ordinal), f"ROLLOUT_ENGINE={ctx.profile.ROLLOUT_ENGINE}"
                     f" needs the module {module}, which is not importable there")
             for ordinal, report in ctx.answered() if not report["engine_importable"]]
@@ -268,9 +277,7 @@ def _identity(report: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def check_same_inputs(ctx: PreflightContext) -> List[Finding]:
-    answered = ctx.answered()
-    if len(answered) < 2:
-        return []
+    answered = ctx.answered(at_least=2)
     first_ordinal, first = answered[0]
     return [mismatch("PRE-E028", ctx.node_name(ordinal), f"inputs seen (vs {ctx.node_name(first_ordinal)})",
                      _identity(first), _identity(report))
@@ -278,9 +285,7 @@ def check_same_inputs(ctx: PreflightContext) -> List[Finding]:
 
 
 def check_same_packages(ctx: PreflightContext) -> List[Finding]:
-    answered = ctx.answered()
-    if len(answered) < 2:
-        return []
+    answered = ctx.answered(at_least=2)
     found = []
     base_ordinal, base = answered[0]
     base_name = ctx.node_name(base_ordinal)
@@ -302,21 +307,23 @@ def check_same_packages(ctx: PreflightContext) -> List[Finding]:
     return found
 
 
+CONNECTED = ("ray-connection",)
+PROBED = ("node-probes",)
 CHECKS = [
-    ("batch-sizes", check_batch_sizes),
-    ("ray-connection", check_ray_connection),
-    ("node-count", check_node_count),
-    ("gpu-resources", check_gpu_resources),
-    ("node-probes", check_node_probes),
-    ("shared-storage", check_shared_storage),
-    ("gpus", check_gpus),
-    ("driver-version", check_driver_version),
-    ("storage-mount", check_storage_mount),
-    ("nccl-env", check_nccl_env),
-    ("rollout-engine", check_rollout_engine),
-    ("node-inputs", check_node_inputs),
-    ("same-inputs", check_same_inputs),
-    ("same-packages", check_same_packages),
+    Check("batch-sizes", check_batch_sizes),
+    Check("ray-connection", check_ray_connection),
+    Check("node-count", check_node_count, needs=CONNECTED),
+    Check("gpu-resources", check_gpu_resources, needs=CONNECTED),
+    Check("node-probes", check_node_probes, needs=CONNECTED),
+    Check("shared-storage", check_shared_storage, needs=PROBED),
+    Check("gpus", check_gpus, needs=PROBED),
+    Check("driver-version", check_driver_version, needs=PROBED),
+    Check("storage-mount", check_storage_mount, needs=PROBED),
+    Check("nccl-env", check_nccl_env, needs=PROBED),
+    Check("rollout-engine", check_rollout_engine, needs=PROBED),
+    Check("node-inputs", check_node_inputs, needs=PROBED),
+    Check("same-inputs", check_same_inputs, needs=PROBED),
+    Check("same-packages", check_same_packages, needs=PROBED),
 ]
 
 
@@ -335,7 +342,6 @@ def topology(ctx: PreflightContext) -> List[Dict[str, Any]]:
 
 
 def main(args: argparse.Namespace, profile: Profile) -> int:
-    from .cli import run_folder
     run_dir, run_id = run_folder(args)
     if args.storage_root is None:
         raise UsageError("--storage-root is required")
@@ -347,21 +353,18 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
                            args.probe_timeout)
     ctx.token = f"{run_id} {secrets.token_hex(8)}\n"
     write_text(run_dir / "shared-storage-sentinel", ctx.token)
-    print(f"preflight: profile {profile.PROFILE_NAME}: "
-          f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}", flush=True)
-    results = run_checks("preflight", CHECKS, ctx)
-    rows = topology(ctx)
-    for row in rows:
+    header = (f"profile {profile.PROFILE_NAME}: "
+              f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}")
+    try:
+        code, _ = run_phase("preflight", header, CHECKS, ctx, run_dir, "preflight.json", lambda: {
+            "run_id": run_id, "profile": profile.to_json(), "expected_nodes": profile.NODES,
+            "expected_gpus_per_node": profile.GPUS_PER_NODE, "world_size": profile.world_size,
+            "cluster_resources": ctx.cluster_resources, "driver_node_id": ctx.driver_node_id,
+            "probe_seconds": round(ctx.probe_seconds, 3), "workers": topology(ctx),
+            "nodes": [ctx.reports.get(i) for i in range(len(ctx.nodes))]})
+    finally:
+        if ctx.ray is not None:
+            ctx.ray.shutdown()
+    for row in topology(ctx):
         print("WORKER_TOPOLOGY " + json.dumps(row, sort_keys=True), flush=True)
-    print_findings(results)
-    code = verdict("preflight", results)
-    record_phase(run_dir, "preflight.json", phase_record(
-        "preflight", results, run_id=run_id, profile=profile.to_json(),
-        expected_nodes=profile.NODES, expected_gpus_per_node=profile.GPUS_PER_NODE,
-        world_size=profile.world_size, cluster_resources=ctx.cluster_resources,
-        driver_node_id=ctx.driver_node_id, probe_seconds=round(ctx.probe_seconds, 3),
-        workers=rows, nodes=[ctx.reports.get(i) for i in range(len(ctx.nodes))]))
-    if ctx.ray is not None:
-        ctx.ray.shutdown()
     return code
-

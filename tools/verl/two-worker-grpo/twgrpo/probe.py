@@ -5,6 +5,7 @@ Never raises for a bad node: every problem is a value in the report, judged by t
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 import platform
 import re
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import inputs
+from .findings import run_checks
 from .mounts import mount_for
 from .profile import parse_profile_text
 from .records import write_json
@@ -153,13 +155,8 @@ def probe_node(spec: Dict[str, Any]) -> Dict[str, Any]:
     profile = parse_profile_text(spec["profile_text"], spec["profile_source"])
     ctx = inputs.InputsContext.build(profile, Path(spec["storage_root"]), spec["verl_root"],
                                      spec["model_root"], spec["data_root"], deep=False)
-    findings = []
-    for name, check in inputs.CHECKS:
-        if name in NODE_INPUT_CHECKS:
-            try:
-                findings += [f.to_json() for f in check(ctx)]
-            except Exception as exc:  # report, never crash the probe
-                findings.append({"id": "GEN-E001", "obj": name, "message": repr(exc),
-                                 "hint": "", "evidence": {}, "level": "error"})
-    report["inputs"] = {"findings": findings, "evidence": ctx.evidence}
+    checks = [check for check in inputs.CHECKS if check.name in NODE_INPUT_CHECKS]
+    results = run_checks("node-inputs", checks, ctx, out=io.StringIO())  # the driver prints
+    report["inputs"] = {"findings": [f.to_json() for r in results for f in r.findings],
+                        "evidence": ctx.evidence}
     return report

@@ -26,7 +26,10 @@ NUMBER = re.compile(r"^[0-9.e+-]+$")
 POSITIVE = re.compile(r"^[1-9][0-9]*$")
 LINE = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$")
 
-ROLLOUT_ENGINES = ("sglang", "vllm", "hf")
+# The HF-generate rollout adapter module (rollout/), importable on every node where ROLLOUT_ENGINE=hf.
+HF_ROLLOUT_MODULE = "twgrpo_hf_rollout"
+# ROLLOUT_ENGINE -> the module every node must be able to import for it (the one list of engines).
+ROLLOUT_ENGINES = {"sglang": "sglang", "vllm": "vllm", "hf": HF_ROLLOUT_MODULE}
 
 # key -> (form, meaning). Every key is required; an empty value is allowed only where noted.
 FIELDS: Dict[str, tuple] = {
@@ -58,7 +61,8 @@ FIELDS: Dict[str, tuple] = {
     "LOG_PROB_MICRO_BATCH_SIZE_PER_GPU": (POSITIVE, "log-prob micro batch per GPU"),
     "MAX_PROMPT_LENGTH": (POSITIVE, "prompt tokens"),
     "MAX_RESPONSE_LENGTH": (POSITIVE, "response tokens"),
-    "ROLLOUT_ENGINE": (re.compile(r"^(sglang|vllm|hf)$"), "rollout engine: sglang, vllm or hf"),
+    "ROLLOUT_ENGINE": (re.compile(f"^({'|'.join(ROLLOUT_ENGINES)})$"),
+                       f"rollout engine: {', '.join(ROLLOUT_ENGINES)}"),
     "ROLLOUT_TP": (POSITIVE, "rollout tensor parallel size"),
     "GPU_MEMORY_UTILIZATION": (NUMBER, "rollout engine's share of GPU memory"),
     "LEARNING_RATE": (NUMBER, "actor learning rate"),
@@ -99,9 +103,20 @@ class Profile:
         return (Path(root) / "datasets" / self.DATASET_HUB / self.DATASET_ID / self.DATASET_REVISION
                 / "processed" / self.DATASET_VARIANT)
 
+    def to_text(self) -> str:
+        return profile_text(self.values)
+
     def to_json(self) -> Dict[str, object]:
         return {"name": self.PROFILE_NAME, "path": str(self.path), "values": dict(self.values),
                 "world_size": self.world_size}
+
+
+def profile_text(values: Dict[str, str]) -> str:
+    """KEY=value lines, the form parse_profile_text reads; a newline could smuggle in a key."""
+    for key, value in values.items():
+        if not isinstance(key, str) or not isinstance(value, str) or "\n" in key + value:
+            raise ValueError(f"profile value {key!r}={value!r} is not one line of text")
+    return "".join(f"{key}={value}\n" for key, value in values.items())
 
 
 def parse_profile_text(text: str, source: str) -> Profile:
@@ -184,5 +199,4 @@ def with_overrides(profile: Profile, **values: object) -> Profile:
     """The profile with some values replaced (command-line flags), validated like the file."""
     merged = dict(profile.values)
     merged.update({k: str(v) for k, v in values.items() if v is not None})
-    text = "".join(f"{k}={v}\n" for k, v in merged.items())
-    return parse_profile_text(text, str(profile.path))
+    return parse_profile_text(profile_text(merged), str(profile.path))

@@ -11,6 +11,7 @@ from .findings import UsageError, utc_now
 from .humane import duration, number, printable, topology, when
 from .profile import Profile
 from .records import write_text
+from .runpaths import run_folder
 
 REPORT_NAME = "report.html"
 
@@ -84,7 +85,8 @@ def _float(value):
         return value
 
 
-def main(args: argparse.Namespace, profile: Profile, run_dir: Path, run_id: str) -> int:
+def main(args: argparse.Namespace, profile: Profile) -> int:
+    run_dir, run_id = run_folder(args)
     if not run_dir.is_dir():
         raise UsageError(f"no run folder {run_dir}: set RUN_ID= to a run under PREP_ROOT= "
                          "(make runs lists them)")

@@ -10,11 +10,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from . import bounded, command
+from . import bounded
 from .findings import UsageError
 from .humane import duration, parse_time, printable, when
 from .profile import NAME as RUN_ID
 from .runview import LAUNCHER_LINE
+from .runpaths import run_dir
 from .runverdict import latest_verdict
 
 
@@ -56,7 +57,7 @@ def run_row(run_dir: Path) -> Dict[str, str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    root = command.run_dir(args.storage_root, "x").parent
+    root = run_dir(args.storage_root, "x").parent
     if not args.storage_root.is_dir():
         raise UsageError(f"PREP_ROOT {args.storage_root} is not a directory: set PREP_ROOT= to "
                          "the shared volume's mount path on this box")

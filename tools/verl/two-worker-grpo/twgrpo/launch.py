@@ -1,0 +1,65 @@
+"""What the launcher asks the verifier for: the run's paths, its environment, the training
+command (NUL-separated, so no value is ever re-split by the shell), the RuntimeEnv and run.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import sys
+from typing import List
+
+from . import command
+from .findings import UsageError, utc_now
+from .profile import Profile
+from .records import write_json
+from .runfolder import refuse_symlinked
+from .runpaths import run_dir
+
+
+def _write_nul(items: List[str]) -> int:
+    for item in items:
+        if "\0" in item:
+            raise UsageError(f"a value holds a NUL byte: {item!r}")
+    sys.stdout.write("".join(f"{item}\0" for item in items))
+    return 0
+
+
+def paths(args: argparse.Namespace, profile: Profile) -> int:
+    root = args.storage_root
+    for key, value in (("PROFILE_NAME", profile.PROFILE_NAME), ("PROFILE_FILE", profile.path),
+                       ("RUN_DIR", run_dir(root, args.run_id)),
+                       ("VERL_ROOT", profile.verl_root(root)), ("MODEL_ROOT", profile.model_root(root)),
+                       ("DATA_ROOT", profile.data_root(root)), ("WORLD_SIZE", profile.world_size)):
+        if "\n" in str(value):
+            raise UsageError(f"{key} holds a newline: {value!r}")
+        print(f"{key}={value}")
+    return 0
+
+
+def env(args: argparse.Namespace, profile: Profile) -> int:
+    values = command.driver_environment(profile, args.storage_root,
+                                        run_dir(args.storage_root, args.run_id),
+                                        os.environ.get("PYTHONPATH", ""))
+    return _write_nul([f"{k}={v}" for k, v in sorted(values.items())])
+
+
+def training_command(args: argparse.Namespace, profile: Profile) -> int:
+    return _write_nul(command.training_command(profile, args.storage_root, args.run_id))
+
+
+def runtime_env(args: argparse.Namespace, profile: Profile) -> int:
+    print(json.dumps(command.runtime_env(profile, args.storage_root), indent=2))
+    return 0
+
+
+def record_run(args: argparse.Namespace, profile: Profile) -> int:
+    write_json(refuse_symlinked(run_dir(args.storage_root, args.run_id)) / "run.json", {
+        "run_id": args.run_id, "started_at": utc_now(), "storage_root": str(args.storage_root),
+        "profile": profile.to_json(), "bundle_sums_sha256": args.bundle_sums_sha256,
+        "launcher_sha256": args.launcher_sha256, "driver_host": socket.gethostname(),
+        "python": platform.python_version(),
+        "training_command": command.training_command(profile, args.storage_root, args.run_id)})
+    return 0

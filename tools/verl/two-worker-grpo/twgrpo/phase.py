@@ -1,0 +1,25 @@
+"""One sequence for every phase: its header, every check, the findings, the verdict, the record."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from .findings import Check, CheckResult, phase_record, print_findings, run_checks, verdict
+from .runfolder import record_phase
+
+
+def run_phase(phase: str, header: str, checks: Sequence[Check], ctx: Any,
+              run_dir: Optional[Path], record_name: str,
+              record: Callable[[], Dict[str, Any]]) -> Tuple[int, List[CheckResult]]:
+    """Print and record one phase; ``record()`` gives the record's own fields, read from ctx
+    after the checks ran. Without a run folder nothing is written (make verify-inputs).
+    Returns the exit code (0 passed, 1 failed) and the results."""
+    print(f"{phase}: {header}", flush=True)
+    results = run_checks(phase, checks, ctx)
+    print_findings(results)
+    code = verdict(phase, results)
+    if run_dir is not None:
+        # A failed record moves an earlier SUCCESS aside (runfolder.record_phase), so SUCCESS
+        # never outlives the verification that justified it.
+        record_phase(run_dir, record_name, phase_record(phase, results, **record()))
+    return code, results
