@@ -50,6 +50,14 @@ setup() {
   assert_not_exist "$STORAGE/runs"
 }
 
+@test "a missing SHA256SUMS stops the launcher before it writes anything" {
+  rm "$BUNDLE/SHA256SUMS"
+  run bash "$BUNDLE/run-two-worker-grpo-v1.sh"
+  assert_failure 1
+  assert_output --partial "(LAUNCH-E010) $BUNDLE/SHA256SUMS is missing"
+  assert_not_exist "$STORAGE/runs"
+}
+
 @test "a changed SHA256SUMS stops the launcher against its pinned hash" {
   local pinned actual
   pinned=$(sed -n 's/^readonly BUNDLE_SUMS_SHA256=//p' "$BUNDLE/run-two-worker-grpo-v1.sh")

@@ -32,16 +32,38 @@ setup() {
   use_fixture
   export STORAGE_ROOT=$STORAGE RUN_ID=run-$BATS_TEST_NUMBER PROBE_TIMEOUT=30
   export STANDIN_DUMP=$BATS_TEST_TMPDIR/standin.json
+  SESSION_FILE=$BATS_TEST_TMPDIR/launcher.session
   gpus_csv "$GPUS_CSV" 2
   rm -f "$GPUS_CSV.hang"
 }
 
 teardown() {
   rm -f "$GPUS_CSV.hang"
+  stop_launcher_session
+}
+
+# The Driver command in a session of its own, so that teardown can end everything it started
+# (phases run as their own process groups) whatever happened. SIGINT is reset to its default:
+# `make test` started in the background has it ignored, and bash cannot trap an ignored signal.
+start_launcher() {  # start_launcher: the launcher's pid (= its session id) goes to $SESSION_FILE
+  setsid env --default-signal=INT bash -c 'echo "$$" >"$1" && exec bash -c "$2"' _ \
+    "$SESSION_FILE" "$(driver_command "$RUN_ID")"
+}
+
+stop_launcher_session() {  # TERM, then KILL, every process left in the launcher's session
+  [[ -s "$SESSION_FILE" ]] || return 0
+  local sid
+  sid=$(<"$SESSION_FILE")
+  pkill -TERM -s "$sid" 2>/dev/null || return 0
+  for _ in $(seq 20); do
+    pgrep -s "$sid" >/dev/null || return 0
+    sleep 0.5
+  done
+  pkill -KILL -s "$sid" 2>/dev/null || true
 }
 
 launch() {
-  run bash -c "$(driver_command "$RUN_ID")"
+  run start_launcher 3>&-
 }
 
 failed_field() {  # failed_field KEY: a value from the run's FAILED marker
@@ -49,29 +71,26 @@ failed_field() {  # failed_field KEY: a value from the run's FAILED marker
 }
 
 # Start the Driver command in the background, wait for FILE, send SIGNAL, wait for the end.
-# Job control on (set -m): a background job of a script would otherwise ignore SIGINT.
 launch_and_signal() {  # launch_and_signal FILE SIGNAL
-  set -m
-  bash -c "$(driver_command "$RUN_ID")" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
-  local pid=$!
-  set +m
+  start_launcher >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  local job=$! pid=""
   for _ in $(seq 120); do
-    [[ -e "$1" ]] && break
+    [[ -e "$1" && -s "$SESSION_FILE" ]] && break
     sleep 0.5
   done
-  [[ -e "$1" ]] || { cat "$BATS_TEST_TMPDIR/out"; kill -KILL "$pid"; return 1; }
+  [[ -e "$1" ]] || { cat "$BATS_TEST_TMPDIR/out"; return 1; }
+  pid=$(<"$SESSION_FILE")
   kill -"$2" "$pid"
   for _ in $(seq 60); do  # the launcher must end promptly, not after the training
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.5
   done
   if kill -0 "$pid" 2>/dev/null; then
-    kill -KILL -- "-$pid"
     echo "the launcher ignored SIG$2" >&2
     return 1
   fi
   status=0
-  wait "$pid" || status=$?
+  wait "$job" || status=$?
   output=$(cat "$BATS_TEST_TMPDIR/out")
 }
 
@@ -169,6 +188,14 @@ PY
   assert_equal "$(failed_field phase)" preflight
   assert_equal "$(failed_field signal)" TERM
   assert_file_exist "$(run_dir "$RUN_ID")/driver.log"
+}
+
+@test "an empty SUCCESS that postflight did not write is not taken for a verdict" {
+  STANDIN_MODE=artifacts STANDIN_LIB=$REPO/tests/lib STANDIN_FAULT=empty-success launch
+  assert_failure 1
+  assert_output --partial "postflight: PASSED"
+  assert_output --partial "(LAUNCH-E013) postflight passed but wrote no SUCCESS"
+  assert_equal "$(failed_field phase)" postflight
 }
 
 @test "a run that trains but leaves no artifacts fails in phase=postflight" {

@@ -32,6 +32,8 @@ def main(argv) -> int:
         (last / f"optim_world_size_{world}_rank_{world - 1}.pt").unlink()
     if os.environ.get("STANDIN_FAULT") == "fill-disk":  # the runs volume fills up after training
         fill(run_dir / ".filler")
+    if os.environ.get("STANDIN_FAULT") == "empty-success":  # a SUCCESS postflight did not write
+        (run_dir / "SUCCESS").touch()
     return 0
 
 

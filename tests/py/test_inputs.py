@@ -1,13 +1,16 @@
 """The inputs phase on a generated storage root (a git checkout at a fixed commit, a small
 model folder, GSM8K-format parquet, each pinned by a test profile), and one planted fault each.
 """
+import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from twgrpo import inputs as twgrpo_inputs
 from twgrpo import parquet
 from twgrpo.cli import main
 
@@ -76,6 +79,24 @@ def manifest_revision(storage):
     path.write_text(json.dumps(record))
 
 
+def question_only_parquet(storage):
+    """test.parquet with the right row count but only one of verl's columns."""
+    rows = int(next(line.split("=")[1] for line in open(profile(storage)) if line.startswith("TEST_ROWS=")))
+    parquet.write_table(data(storage) / "test.parquet", [("data_source", "string")],
+                        [{"data_source": "openai/gsm8k"}] * rows)
+
+
+def pinned_malformed_sums_line(storage):
+    """A SHA256SUMS line nobody can read, in a folder pinned as it is now."""
+    sums = model(storage) / "SHA256SUMS"
+    old = hashlib.sha256(sums.read_bytes()).hexdigest()
+    with open(sums, "a") as stream:
+        stream.write("not-a-digest  config.json\n")
+    new = hashlib.sha256(sums.read_bytes()).hexdigest()
+    path = Path(profile(storage))
+    path.write_text(path.read_text().replace(old, new))
+
+
 FAULTS = [
     ("wrong commit", lambda s: git(checkout(s), "commit", "-q", "--allow-empty", "-m", "x"), {"INP-E004"}),
     ("dirty verl tree", lambda s: (checkout(s) / "verl" / "patched.py").write_text("x = 1\n"), {"INP-E005"}),
@@ -89,6 +110,10 @@ FAULTS = [
     ("wrong parquet row count", lambda s: rewrite_parquet(s, 3), {"INP-E008", "INP-E013"}),
     ("dataset revision", manifest_revision, {"INP-E008", "INP-E011"}),
     ("parquet torn", lambda s: (data(s) / "train.parquet").write_bytes(b"PAR1" + b"\0" * 100), {"INP-E008", "INP-E012"}),
+    ("no dataset manifest", lambda s: (data(s) / "dataset-manifest.json").unlink(), {"INP-E009", "INP-E010"}),
+    ("manifest not JSON", lambda s: (data(s) / "dataset-manifest.json").write_text("{"), {"INP-E008", "INP-E010"}),
+    ("parquet without verl's columns", question_only_parquet, {"INP-E008", "INP-E016"}),
+    ("pinned SHA256SUMS with a malformed line", pinned_malformed_sums_line, {"INP-E015"}),
 ]
 
 
@@ -122,6 +147,24 @@ def test_every_fault_is_reported_not_only_the_first(storage, capsys):
     assert inputs(storage) == 1
     ids, _ = failed(capsys)
     assert {"INP-E004", "INP-E005", "INP-E008", "INP-E011"} <= ids
+
+
+@pytest.mark.parametrize("mount,expected", [
+    ({"fstype": "overlay", "options": "rw,relatime"}, {"INP-E001"}),
+    ({"fstype": "ext4", "options": "ro,relatime"}, {"INP-E002"}),
+])
+def test_storage_on_an_overlay_or_read_only_mount_is_named(storage, capsys, monkeypatch, mount, expected):
+    # The mount as /proc/self/mountinfo would give it; the test box's own mounts are neither.
+    fake = {"target": str(storage), "root": "/", "source": "none", "super_options": "", **mount}
+    monkeypatch.setattr(twgrpo_inputs, "mount_for", lambda path: fake)
+    assert inputs(storage) == 1
+    assert failed(capsys)[0] == expected
+
+
+def test_no_mountinfo_says_the_mount_check_skipped(storage, capsys, monkeypatch):
+    monkeypatch.setattr(twgrpo_inputs, "mount_for", lambda path: None)
+    assert inputs(storage) == 0
+    assert re.search(r"storage-mount \.+ skipped \(no /proc/self/mountinfo", capsys.readouterr().out)
 
 
 def test_a_stray_file_is_a_warning_only(storage, capsys):

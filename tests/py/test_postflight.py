@@ -104,6 +104,26 @@ def engine_changed(run):
     path.write_text(path.read_text().replace("rollout.name=sglang", "rollout.name=vllm"))
 
 
+def no_event_file(run):
+    for path in (run / "tensorboard").iterdir():
+        path.unlink()
+
+
+def no_dataloader_state(run):
+    (run / "checkpoints" / "global_step_2" / "data.pt").unlink()
+
+
+def second_comm_other_placement(run):
+    """A second world-size communicator whose ranks 0 and 1 sit in each other's processes."""
+    log = run / "training.log"
+    lines = log.read_text().splitlines(keepends=True)
+    swap = {"0": "1", "1": "0"}
+    extra = [re.sub(r"rank ([01]) nranks", lambda m: f"rank {swap[m.group(1)]} nranks",
+                    line.replace("commId 0x", "commId 0xfeed"))
+             for line in lines if "ncclCommInitRankConfig" in line and "commId 0x" in line]
+    log.write_text("".join(lines + extra))
+
+
 def failed_preflight(run):
     path = run / "preflight.json"
     record = json.loads(path.read_text())
@@ -134,6 +154,9 @@ FAULTS = [
     ("no validate_config line", {}, drop_validate_line, "POST-E003"),
     ("rollout engine changed", {}, engine_changed, "POST-E006"),
     ("preflight did not pass", {}, failed_preflight, "POST-E007"),
+    ("no TensorBoard event file", {}, no_event_file, "POST-E014"),
+    ("no dataloader state", {}, no_dataloader_state, "POST-E024"),
+    ("two communicators disagree", {}, second_comm_other_placement, "POST-E026"),
 ]
 
 
@@ -206,7 +229,20 @@ def test_a_failing_rerun_supersedes_success_and_deletes_nothing(tmp_path):
 def test_tutorial_flags_override_the_profile(tmp_path):
     run = make(tmp_path)
     assert postflight(run, "--target-steps", "3") == 1
-    assert {"POST-E004", "POST-E005", "POST-E017", "POST-E018", "POST-E021", "POST-E025"} <= failed_ids(run) | {"POST-E021"}
+    # Every finding that a third step which never ran must raise, and nothing else.
+    assert failed_ids(run) == {"POST-E004", "POST-E005", "POST-E006", "POST-E017", "POST-E018",
+                               "POST-E021", "POST-E023", "POST-E024", "POST-E025"}
+
+
+def test_a_rank_on_a_host_preflight_did_not_see_is_named(tmp_path):
+    run = make(tmp_path)
+    record = json.loads((run / "preflight.json").read_text())
+    record["workers"][1]["hostname"] = "replaced-node"
+    (run / "preflight.json").write_text(json.dumps(record))
+    assert postflight(run) == 1
+    assert "POST-E010" in failed_ids(run)
+    placement = json.loads((run / "actor-placement.json").read_text())
+    assert any("worker-1" in f["message"] for f in placement["findings"] if f["id"] == "POST-E010")
 
 
 def test_missing_run_folder_is_a_usage_error(tmp_path, capsys):
