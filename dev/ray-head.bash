@@ -16,7 +16,7 @@ start_ray_head() {  # start_ray_head LOG [extra `ray start` arguments]
   RAY_HEAD_PGID=$!
   export RAY_ADDRESS=127.0.0.1:$port  # what a managed platform gives its Driver
   for tries in $(seq 90); do
-    if python3 -c 'import ray; ray.init(address="auto", log_to_driver=False); ray.shutdown()' >/dev/null 2>&1; then
+    if python3 -c 'import ray, sys; ray.init(address=sys.argv[1], log_to_driver=False); ray.shutdown()' "$RAY_ADDRESS" >/dev/null 2>&1; then
       return 0
     fi
     kill -0 "$RAY_HEAD_PGID" 2>/dev/null || { echo "ray start exited — see $log" >&2; return 1; }

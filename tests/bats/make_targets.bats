@@ -203,16 +203,16 @@ setup() {
   [[ -f "$wheel" ]] || skip "needs $wheel (tests/run.sh downloads it)"
   python3 "$REPO/dev/generate-inputs.py" --storage-root "$STORAGE" --profile smoke-1x1 --verl-wheel "$wheel" >/dev/null
   make -s -C "$REPO" install-tools PREP_ROOT="$STORAGE" >/dev/null
+  [[ $(id -u) == 0 ]] || skip "needs root: a private /tmp/ray and PID namespace, so that no Ray cluster of this machine is found"
   unset RAY_ADDRESS
   local command
   command=$(make -s -C "$REPO" driver-command STORAGE_ROOT="$STORAGE" PROFILE=smoke-1x1)
   export RUN_ID=pasted  # as the job form's environment variables set it
-  if [[ $(id -u) == 0 ]]; then  # a private /tmp/ray: no Ray cluster this machine ran before is found
-    mkdir -p /tmp/ray
-    run unshare --mount bash -c 'mount -t tmpfs tmpfs /tmp/ray && exec bash -c "$1"' _ "$command"
-  else
-    run bash -c "$command"
-  fi
+  # No cluster here: with RAY_ADDRESS unset, Ray looks in /tmp/ray and scans processes for one,
+  # so both are made private; a Ray cluster someone else runs on this machine stays out of sight.
+  mkdir -p /tmp/ray
+  run unshare --mount --pid --fork --mount-proc \
+    bash -c 'mount -t tmpfs tmpfs /tmp/ray && exec bash -c "$1"' _ "$command"
   assert_failure 1
   assert_output --partial "$LAUNCHER_REL: OK"
   assert_output --partial "inputs: PASSED (8 checks)"
