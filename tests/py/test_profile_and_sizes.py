@@ -49,3 +49,14 @@ def ids(**values):
 ])
 def test_batch_sizes_against_the_world_size(values, expected):
     assert ids(**values) == expected
+
+
+def test_a_recorded_profile_value_cannot_smuggle_in_another_key(tmp_path, capsys):
+    import json
+    from twgrpo.cli import main
+    values = dict(load_profile("smoke-1x1").values)
+    del values["NODES"]  # the smuggled line would supply it
+    values["GPU_MODEL"] = "NVIDIA H200\nNODES=9"
+    (tmp_path / "run.json").write_text(json.dumps({"profile": {"name": "x", "values": values}}))
+    assert main(["report", "--output-dir", str(tmp_path)]) == 2
+    assert "cannot read the run's profile" in capsys.readouterr().err

@@ -104,14 +104,14 @@ class Profile:
                 / "processed" / self.DATASET_VARIANT)
 
     def to_text(self) -> str:
-        return profile_text(self.values)
+        return env_lines(self.values)
 
     def to_json(self) -> Dict[str, object]:
         return {"name": self.PROFILE_NAME, "path": str(self.path), "values": dict(self.values),
                 "world_size": self.world_size}
 
 
-def profile_text(values: Dict[str, str]) -> str:
+def env_lines(values: Dict[str, str]) -> str:
     """KEY=value lines, the form parse_profile_text reads; a newline could smuggle in a key."""
     for key, value in values.items():
         if not isinstance(key, str) or not isinstance(value, str) or "\n" in key + value:
@@ -199,4 +199,4 @@ def with_overrides(profile: Profile, **values: object) -> Profile:
     """The profile with some values replaced (command-line flags), validated like the file."""
     merged = dict(profile.values)
     merged.update({k: str(v) for k, v in values.items() if v is not None})
-    return parse_profile_text(profile_text(merged), str(profile.path))
+    return parse_profile_text(env_lines(merged), str(profile.path))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Tuple
 
 from .findings import UsageError
-from .profile import NAME, Profile, parse_profile_text, profile_text
+from .profile import NAME, Profile, env_lines, parse_profile_text
 from .runfolder import refuse_symlinked
 
 
@@ -49,7 +49,7 @@ def recorded_profile(record: Path) -> Profile:
     try:
         data = json.loads(record.read_text(encoding="utf-8"))
         values = data["profile"]["values"]
-        text = profile_text(values)
+        text = env_lines(values)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UsageError(f"{record}: cannot read the run's profile ({exc}); pass --profile")
     return parse_profile_text(text, f"{record} (profile {data['profile'].get('name')})")
