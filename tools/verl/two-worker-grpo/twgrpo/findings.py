@@ -104,9 +104,11 @@ def run_checks(phase: str, checks: Sequence[Check], ctx: Any,
     width = max(len(check.name) for check in checks) + 4
     for check in checks:
         found, skipped = [], ""
-        blocked = [need for need in check.needs if results[need].skipped or results[need].crashed]
+        blocked = next((results[need] for need in check.needs
+                        if results[need].skipped or results[need].crashed), None)
         if blocked:
-            skipped = f"needs {blocked[0]}, which was {'skipped' if results[blocked[0]].skipped else 'stopped by a crash'}"
+            why = "skipped" if blocked.skipped else "stopped by a crash"
+            skipped = f"needs {blocked.name}, which was {why}"
         else:
             try:
                 found = list(check.run(ctx))
