@@ -6,7 +6,8 @@ from pathlib import Path
 from twgrpo.catalog import CATALOG
 
 TESTS = Path(__file__).resolve().parents[1]
-ID = re.compile(r"\b(?:LAUNCH|GEN|INP|PRE|POST)-[EW]\d{3}\b")
+# Any id of a family the catalog has (LAUNCH, INP, PRE, POST, ...): a new family is searched too.
+ID = re.compile(r"\b(?:%s)-[EW]\d{3}\b" % "|".join(sorted({fid.split("-")[0] for fid in CATALOG})))
 
 
 def searched_files():

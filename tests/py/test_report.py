@@ -267,3 +267,17 @@ def test_launcher_lines_are_found_across_every_block_boundary(tmp_path, chunk, c
     path.write_bytes(content)
     found = list(bounded.lines_starting(path, LAUNCH, chunk=chunk, longest=128))
     assert found == [line.decode() for line in expected]
+
+
+@pytest.mark.parametrize("name,damage,expected", [
+    ("no event file", lambda r: [p.unlink() for p in (r / "tensorboard").iterdir()], "RPT-E005"),
+    ("no rollout file", lambda r: shutil.rmtree(r / "rollouts"), "RPT-E006"),
+    ("SUCCESS beside FAILED", lambda r: (r / "FAILED").write_text("phase=training\n"), "RPT-E004"),
+])
+def test_what_the_page_cannot_show_is_named_with_its_finding(run, capsys, name, damage, expected):
+    code, before, _ = report(run, capsys)
+    assert code == 0 and expected not in before
+    damage(run)
+    code, out, text = report(run, capsys)
+    assert code == 0
+    assert f"({expected})" in out and expected in text
