@@ -44,8 +44,12 @@ install_venv() {
   want=$(sha256sum <"$REPO/tests/requirements.txt" | cut -d' ' -f1)
   [[ -f "$stamp" ]] && have=$(cut -d' ' -f1 "$stamp")
   [[ "$have" == "$want" ]] && return 0
-  echo "tests: building $VENV from tests/requirements.txt"
-  python3 -m venv "$VENV"
+  if [[ -x "$VENV/bin/python" ]]; then  # pip leaves what is already satisfied as it is
+    echo "tests: bringing $VENV up to tests/requirements.txt"
+  else
+    echo "tests: building $VENV from tests/requirements.txt"
+    python3 -m venv "$VENV"
+  fi
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REPO/tests/requirements.txt"
   printf '%s\n' "$want" >"$stamp"
 }
