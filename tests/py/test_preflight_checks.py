@@ -179,3 +179,14 @@ def test_every_phase_declares_its_checks_in_order(module):
     checks = importlib.import_module(f"twgrpo.{module}").CHECKS
     from twgrpo.findings import order_problems
     assert order_problems(checks) == []
+
+
+def test_a_run_folder_the_disk_refuses_is_one_line_that_names_the_cause(tmp_path, capsys):
+    from twgrpo.cli import main
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    code = main(["preflight", "--profile", "smoke-1x1", "--storage-root", str(tmp_path),
+                 "--output-dir", str(blocker / "run-1")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "(GEN-E003)" in err and "a-file" in err and "Traceback" not in err
