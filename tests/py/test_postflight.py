@@ -118,9 +118,11 @@ def second_comm_other_placement(run):
     log = run / "training.log"
     lines = log.read_text().splitlines(keepends=True)
     swap = {"0": "1", "1": "0"}
-    extra = [re.sub(r"rank ([01]) nranks", lambda m: f"rank {swap[m.group(1)]} nranks",
-                    line.replace("commId 0x", "commId 0xfeed"))
-             for line in lines if "ncclCommInitRankConfig" in line and "commId 0x" in line]
+    extra = []
+    for line in lines:
+        if "ncclCommInitRankConfig" in line and "commId 0x" in line:
+            line = re.sub(r"commId 0x[0-9a-f]{4}", "commId 0xfeed", line)  # same length: 16 digits
+            extra.append(re.sub(r"rank ([01]) nranks", lambda m: f"rank {swap[m.group(1)]} nranks", line))
     log.write_text("".join(lines + extra))
 
 
