@@ -3,7 +3,7 @@
 # Usage: tests/run.sh [pytest args...]        (make test; .ci/run)
 #
 # Installs, only when missing: Debian packages python3-venv, bats, bats-assert, bats-support,
-# bats-file, ShellCheck, iproute2, util-linux, git, and chromium with a font, to render the report
+# bats-file, ShellCheck, util-linux, git, and chromium with a font, to render the report
 # page in a real browser (they need root and the Debian mirror); the venv .venv from
 # tests/requirements.txt (needs PyPI). Tests that need root (network namespaces, mounts) skip,
 # counted, when not root. Ends with "N passed, N failed, N skipped"; exit 1 if any failed.
@@ -17,8 +17,8 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 readonly REPO
 readonly VENV=$REPO/.venv
 readonly RESULTS=$REPO/.cache/test-results
-readonly DEBIAN_PACKAGES=(python3-venv bats bats-assert bats-support bats-file shellcheck iproute2
-  util-linux git chromium fonts-dejavu-core)
+readonly DEBIAN_PACKAGES=(python3-venv bats bats-assert bats-support bats-file shellcheck util-linux
+  git chromium fonts-dejavu-core)
 
 die() {
   printf 'tests: %s\n' "$*" >&2

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Summary: A real multi-host Ray cluster on one machine, for tests and benchmarks (needs root).
 
-Usage: tests/cluster/netcluster.py up DIR --nodes N [--gpus-per-node G] | down DIR
+Usage: tests/cluster/netcluster.py up DIR --nodes N [--gpus-per-node G] [--real-gpus] | down DIR
        tests/cluster/netcluster.py driver DIR -- COMMAND...   (run COMMAND on the head host)
 
 Each node is a host of its own: a network namespace on a private bridge (10.231.0.0/24, the
 bridge itself in a switch namespace, so the machine's own network is never touched), its own
 hostname (UTS namespace), mount namespace, /dev/shm and Ray temp dir, and `ray start
---node-ip-address`. Every node sees the shared storage DIR/storage (a tmpfs) and has a stub
-nvidia-smi on PATH that reports the GPUs in DIR/nN/gpus.csv. Teardown goes by process id,
+--node-ip-address`. Namespaces and links are made with pyroute2 (netlink from Python), so
+iproute2 is not needed. Every node sees the shared storage DIR/storage (a tmpfs) and has a
+stub nvidia-smi on PATH that reports the GPUs in DIR/nN/gpus.csv; with --real-gpus every node
+gets the machine's own nvidia-smi and GPU 0 instead (CUDA_VISIBLE_DEVICES=0: the hosts share
+one GPU, which NCCL accepts because their hostnames differ). Teardown goes by process id,
 SIGKILL after a short grace (a Ray head can ignore SIGTERM for long), then removes the
 namespaces, also when the caller failed.
 """
@@ -26,10 +29,17 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
+try:  # pure Python netlink: no iproute2 needed, so the GPU machine runs the same code as CI
+    from pyroute2 import IPRoute, netns
+except ImportError:  # missing_prerequisites() says so
+    IPRoute = netns = None
+
 REPO = Path(__file__).resolve().parents[2]
 STUBS = REPO / "tests" / "stubs"
 SUBNET = "10.231.0"
 GCS_PORT = 6379
+NETNS_DIR = "/var/run/netns"
+SHARED_GPU0 = {"CUDA_VISIBLE_DEVICES": "0"}  # --real-gpus: every host on the machine's GPU 0  # where named network namespaces are bind-mounted
 # Fast failure detection, so a killed node is seen dead in seconds, not half a minute.
 RAY_FAST_HEALTH = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "1000",
                    "RAY_health_check_failure_threshold": "3"}
@@ -60,7 +70,8 @@ class Node:
 class Cluster:
     created = 0  # clusters made by this process: each gets its own namespace names
 
-    def __init__(self, root: Path, tag: Optional[str] = None, stub_gpus: bool = True):
+    def __init__(self, root: Path, tag: Optional[str] = None, stub_gpus: bool = True,
+                 cpus_per_node: int = 1):
         self.root = Path(root)
         Cluster.created += 1
         self.tag = tag or f"twg{os.getpid() % 100000}c{Cluster.created}"  # short: <= 15-char links
@@ -70,12 +81,14 @@ class Cluster:
         self.env: Dict[str, str] = {}
         self.node_envs: List[Dict[str, str]] = []
         self.stub_gpus = stub_gpus  # False on a GPU machine: the real nvidia-smi answers
+        self.cpus_per_node = cpus_per_node  # 1 for probes; verl's actors want more
         if self.state.is_file():
             data = json.loads(self.state.read_text())
             self.tag = data["tag"]
             self.nodes = [Node(**n) for n in data["nodes"]]
             self.env, self.node_envs = data["env"], data.get("node_envs", [])
             self.stub_gpus = data.get("stub_gpus", True)
+            self.cpus_per_node = data.get("cpus_per_node", 1)
 
     # ------------------------------------------------------------------ namespaces
     @property
@@ -88,7 +101,7 @@ class Cluster:
 
     def save(self) -> None:
         self.state.write_text(json.dumps({"tag": self.tag, "env": self.env, "node_envs": self.node_envs,
-                                          "stub_gpus": self.stub_gpus,
+                                          "stub_gpus": self.stub_gpus, "cpus_per_node": self.cpus_per_node,
                                           "nodes": [dataclasses.asdict(n) for n in self.nodes]}))
 
     def create_switch(self) -> None:
@@ -96,22 +109,34 @@ class Cluster:
         self.storage.mkdir(exist_ok=True)
         if not os.path.ismount(self.storage):
             sh("mount", "-t", "tmpfs", "-o", "size=2g", "tmpfs", str(self.storage))
-        sh("ip", "netns", "add", self.switch)
-        sh("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
-        sh("ip", "-n", self.switch, "link", "set", "br0", "up")
-        sh("ip", "-n", self.switch, "link", "set", "lo", "up")
+        netns.create(self.switch)
+        with IPRoute(netns=self.switch) as ns:
+            ns.link("add", ifname="br0", kind="bridge")
+            ns.link("set", index=ns.link_lookup(ifname="br0")[0], state="up")
+            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+
+    def wire(self, node: Node) -> None:
+        """The node's namespace, a veth pair from it to the bridge, eth0 with the node's IP."""
+        inside, outside = f"{self.tag}v{node.index}", f"{self.tag}p{node.index}"
+        netns.create(node.ns)
+        with IPRoute() as host:
+            host.link("add", ifname=inside, kind="veth", peer=outside)
+            host.link("set", index=host.link_lookup(ifname=inside)[0], net_ns_fd=node.ns)
+            host.link("set", index=host.link_lookup(ifname=outside)[0], net_ns_fd=self.switch)
+        with IPRoute(netns=self.switch) as ns:
+            port = ns.link_lookup(ifname=outside)[0]
+            ns.link("set", index=port, master=ns.link_lookup(ifname="br0")[0])
+            ns.link("set", index=port, state="up")
+        with IPRoute(netns=node.ns) as ns:
+            index = ns.link_lookup(ifname=inside)[0]
+            ns.link("set", index=index, ifname="eth0")
+            ns.addr("add", index=index, address=node.ip, prefixlen=24)
+            ns.link("set", index=index, state="up")
+            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
 
     def add_host(self, index: int) -> Node:
         node = Node(index, f"{self.tag}-n{index}", f"{SUBNET}.{10 + index}", f"node-{index}")
-        sh("ip", "netns", "add", node.ns)
-        sh("ip", "link", "add", f"{self.tag}v{index}", "type", "veth", "peer", "name", f"{self.tag}p{index}")
-        sh("ip", "link", "set", f"{self.tag}v{index}", "netns", node.ns)
-        sh("ip", "link", "set", f"{self.tag}p{index}", "netns", self.switch)
-        sh("ip", "-n", self.switch, "link", "set", f"{self.tag}p{index}", "master", "br0", "up")
-        sh("ip", "-n", node.ns, "link", "set", f"{self.tag}v{index}", "name", "eth0")
-        sh("ip", "-n", node.ns, "addr", "add", f"{node.ip}/24", "dev", "eth0")
-        sh("ip", "-n", node.ns, "link", "set", "eth0", "up")
-        sh("ip", "-n", node.ns, "link", "set", "lo", "up")
+        self.wire(node)
         (self.root / f"n{index}").mkdir(parents=True, exist_ok=True)
         self.ray_temp.mkdir(parents=True, exist_ok=True)
         # The holder gets its own hostname and mounts, then waits; commands join it by nsenter.
@@ -120,8 +145,8 @@ class Cluster:
         script = (f"hostname {node.hostname} && mount --make-rprivate / && "
                   f"mount -t tmpfs -o size=1g tmpfs /dev/shm && "
                   f"mount -t tmpfs -o size=1g tmpfs {self.ray_temp} && exec sleep infinity")
-        holder = subprocess.Popen(["ip", "netns", "exec", node.ns, "unshare", "--uts", "--mount",
-                                   "sh", "-c", script], stdin=subprocess.DEVNULL,
+        holder = subprocess.Popen(["nsenter", f"--net={NETNS_DIR}/{node.ns}", "unshare", "--uts",
+                                   "--mount", "sh", "-c", script], stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   start_new_session=True)
         node.holder = holder.pid
@@ -141,16 +166,25 @@ class Cluster:
     def node_env(self, node: Node, extra: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, str]:
         venv_bin = str(Path(sys.executable).parent)
         ray_bin = os.path.dirname(shutil.which("ray") or sys.executable)  # may sit apart from python
-        stubs = f"{STUBS}:" if self.stub_gpus else ""
         per_node = self.node_envs[node.index] if node.index < len(self.node_envs) else {}
-        env = {"PATH": f"{stubs}{ray_bin}:{venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-               "HOME": str(self.root), "NVIDIA_SMI_STUB": str(self.root / f"n{node.index}" / "gpus.csv"),
-               "NCCL_IB_DISABLE": "1", "LANG": "C.UTF-8", **RAY_FAST_HEALTH, **self.env, **per_node}
+        system = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        if self.stub_gpus:  # a clean environment: only what the test sets
+            env = {"PATH": f"{STUBS}:{ray_bin}:{venv_bin}:{system}",
+                   "NVIDIA_SMI_STUB": str(self.root / f"n{node.index}" / "gpus.csv")}
+        else:  # the machine's own: its nvidia-smi and CUDA libraries may sit off the usual paths
+            env = {**os.environ, "PATH": f"{ray_bin}:{venv_bin}:{os.environ.get('PATH', system)}"}
+            env.pop("RAY_ADDRESS", None)
+        env.update({"HOME": str(self.root), "NCCL_IB_DISABLE": "1", "LANG": "C.UTF-8",
+                    **RAY_FAST_HEALTH, **self.env, **per_node})
         for key, value in (extra or {}).items():
             if value is None:
                 env.pop(key, None)
             else:
                 env[key] = value
+        # Packages this machine keeps outside the venv (a pip --target folder) stay importable.
+        caller = os.environ.get("PYTHONPATH", "")
+        if caller and caller not in env.get("PYTHONPATH", "").split(":"):
+            env["PYTHONPATH"] = ":".join(p for p in (env.get("PYTHONPATH", ""), caller) if p)
         return env
 
     def start_ray(self, node: Node, gpus: int, extra_env: Optional[Dict[str, Optional[str]]] = None) -> None:
@@ -161,7 +195,8 @@ class Cluster:
         log = open(self.root / f"n{node.index}" / "ray-start.log", "ab")
         process = subprocess.Popen(
             self.enter(node) + ["ray", "start", "--block", *role, f"--node-ip-address={node.ip}",
-                                f"--num-gpus={gpus}", "--num-cpus=1", "--disable-usage-stats"],
+                                f"--num-gpus={gpus}", f"--num-cpus={self.cpus_per_node}",
+                                "--disable-usage-stats"],
             env=self.node_env(node, extra_env), stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True)
         node.ray_pid = process.pid
@@ -182,8 +217,7 @@ class Cluster:
         self.save()
 
     def ns_pids(self, node: Node) -> List[int]:
-        out = sh("ip", "netns", "pids", node.ns, check=False)
-        return [int(p) for p in out.stdout.split()]
+        return netns.ns_pids().get(node.ns, []) if netns else []
 
     def wait_nodes(self, count: int, timeout: float = 120.0) -> None:
         code = ("import ray, sys; ray.init(address='auto', logging_level='ERROR', log_to_driver=False); "
@@ -223,7 +257,8 @@ class Cluster:
             for index in range(nodes):
                 node = self.add_host(index)
                 self.nodes.append(node)
-                gpus_csv(self.root / f"n{index}" / "gpus.csv", gpus_per_node)
+                if self.stub_gpus:
+                    gpus_csv(self.root / f"n{index}" / "gpus.csv", gpus_per_node)
                 self.save()
             self.start_ray(self.nodes[0], gpus_per_node)
             self.wait_nodes(1)
@@ -239,8 +274,8 @@ class Cluster:
         for node in reversed(self.nodes):
             self.stop_ray(node, grace=1.0)
             _kill(node.holder, signal.SIGKILL)
-            sh("ip", "netns", "del", node.ns, check=False)
-        sh("ip", "netns", "del", self.switch, check=False)
+            remove_netns(node.ns)
+        remove_netns(self.switch)
         shutil.rmtree(self.ray_temp, ignore_errors=True)
         if os.path.ismount(self.storage):
             sh("umount", "-l", str(self.storage), check=False)
@@ -280,21 +315,33 @@ def _group_alive(pgid: int) -> bool:
         return False
 
 
+def remove_netns(name: str) -> None:
+    if netns and name in netns.listnetns():
+        try:
+            netns.remove(name)
+        except OSError:
+            pass
+
+
 def missing_prerequisites() -> Optional[str]:
     """Why this machine cannot host the cluster, or None."""
     if os.geteuid() != 0:
         return "needs root (network namespaces and mounts)"
-    for tool in ("ip", "unshare", "nsenter"):
+    for tool in ("unshare", "nsenter", "mount"):
         if not shutil.which(tool):
-            return f"needs {tool} (iproute2, util-linux)"
+            return f"needs {tool} (util-linux)"
+    if netns is None:
+        return "needs pyroute2 in this Python (tests/requirements.txt; make test installs it in .venv)"
     try:
         import ray  # noqa: F401
     except ImportError:
         return "needs ray in this Python (make test installs it in .venv)"
     probe = f"twgprobe{os.getpid()}"
-    if sh("ip", "netns", "add", probe, check=False).returncode:
-        return "cannot create network namespaces here"
-    sh("ip", "netns", "del", probe, check=False)
+    try:
+        netns.create(probe)
+    except Exception as exc:  # pyroute2 raises OSError, or its own errors from the child
+        return f"cannot create network namespaces here ({exc})"
+    remove_netns(probe)
     return None
 
 
@@ -305,6 +352,8 @@ def main(argv=None) -> int:
     p.add_argument("dir", type=Path)
     p.add_argument("--nodes", type=int, default=2)
     p.add_argument("--gpus-per-node", type=int, default=2)
+    p.add_argument("--real-gpus", action="store_true",
+                   help="the real nvidia-smi and GPU 0 on every node instead of the stub")
     p = sub.add_parser("down")
     p.add_argument("dir", type=Path)
     p = sub.add_parser("driver")
@@ -317,7 +366,10 @@ def main(argv=None) -> int:
         return 2
     cluster = Cluster(args.dir)
     if args.command == "up":
-        cluster.up(args.nodes, args.gpus_per_node)
+        if args.real_gpus:
+            cluster.stub_gpus = False
+        node_envs = [SHARED_GPU0] * args.nodes if args.real_gpus else None
+        cluster.up(args.nodes, args.gpus_per_node, node_envs=node_envs)
         print(f"netcluster: {args.nodes} nodes up; storage {cluster.storage}")
     elif args.command == "down":
         cluster.down()
