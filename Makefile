@@ -27,7 +27,7 @@ BUNDLE := $(PYTHON) prep/bundle.py
 ##@ General
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[A-Z0-9_]+ \?=/ {n = $$0; sub(/ .*/, "", n); v = $$0; sub(/^[^=]*= ?/, "", v); sub(/#.*/, "", v); c = $$0; sub(/^[^#]*# ?/, "", c); printf "  %-16s %s%s\n", n, c, (v == "" ? "" : " [" v "]")} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[A-Z0-9_]+ \?=/ {n = $$0; sub(/ .*/, "", n); v = $$0; sub(/^[^=]*= ?/, "", v); sub(/#.*/, "", v); c = $$0; sub(/^[^#]*# ?/, "", c); printf "  %-16s %s%s\n", n, c, (v == "" ? "" : " [" v "]")} /^[a-z0-9-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 ##@ Prep box: before the job
 .PHONY: prepare-inputs pin-inputs verify-inputs verify-scripts checksums install-tools driver-command runtime-env
@@ -58,11 +58,13 @@ runs: ## List every run under PREP_ROOT: RUN_ID, start, duration, profile, verdi
 	@$(VERIFY) runs --storage-root="$(PREP_ROOT)"
 
 ##@ Development
-.PHONY: demo smoke test bench
+.PHONY: demo smoke smoke-2x1 test bench
 demo: ## A first look without a GPU: all three moments on a scratch volume, in under a minute
 	dev/demo.sh "$(DEMO_ROOT)"
 smoke: ## The main job for real on this machine's one GPU: inputs, Ray, GRPO, SUCCESS
 	dev/smoke.sh "$(SMOKE_ROOT)"
+smoke-2x1: ## The same on two Ray hosts (network namespaces, needs root) sharing GPU 0, NCCL over Socket
+	$(PYTHON) tests/cluster/multihost-smoke.py "$(SMOKE_ROOT)/2x1"
 test: ## Install what tests need (venv, bats, shellcheck), run them all
 	tests/run.sh
 bench: ## Run the benchmarks in bench/ and print their ratios

@@ -1,115 +1,185 @@
 #!/usr/bin/env python3
-"""Summary: The smoke run across several Ray hosts on one GPU machine (needs root and GPUs).
+"""Summary: The smoke run across two Ray hosts that share one GPU machine (make smoke-2x1).
 
-Usage: tests/cluster/multihost-smoke.py ROOT --nodes N --gpus-per-node G --verl-wheel WHEEL [--keep DIR]
+Usage: tests/cluster/multihost-smoke.py SMOKE_DIR [--profile smoke-2x1]
 
-Brings up N Ray hosts as the multi-host test cluster does (a network namespace, hostname and
-Ray temp dir each; ray start --node-ip-address), each owning G GPUs through
-CUDA_VISIBLE_DEVICES, with the smoke inputs on one shared storage path. NCCL then sees N hosts
-and talks over Socket with NCCL_IB_DISABLE=1. With fewer GPUs than N x G and G = 1, the hosts
-share GPU 0 (NCCL still sees separate hosts). Runs the real launcher through preflight, verl
-0.6.0 GRPO and postflight with a profile smoke-NxG made from smoke-1x1; prints the verdict and
-each phase's wall time. Exit code: the launcher's (2 for a machine that cannot do it).
+The tutorial's cross-node chain for real: the test cluster's hosts (tests/cluster/netcluster.py:
+a network, UTS and mount namespace each, joined by a bridge; `ray start --node-ip-address`),
+each `ray start --num-gpus=G` with the machine's real nvidia-smi. With fewer GPUs than NODES x
+GPUS_PER_NODE and one GPU a host, every host gets GPU 0: NCCL accepts two ranks on one GPU when
+their hostnames differ, and connects them over NET/Socket on the hosts' eth0 with IB disabled.
+The storage root (a tmpfs) is shared by all hosts. The profile's generated inputs are written
+there, the bundle installed, and the Driver command pasted on the head host as a platform runs
+it: preflight, real verl 0.6.0 GRPO (trainer.nnodes=NODES), postflight.
+
+Needs root (namespaces, mounts), pyroute2, one or more NVIDIA GPUs, a python3 with torch (CUDA),
+ray and verl 0.6.0's dependencies, and the verl 0.6.0 wheel (SMOKE_VERL_WHEEL, else
+.whl/ or .cache/wheels/). The run folder is copied to SMOKE_DIR/runs/ before the teardown (the
+shared storage goes with the cluster); the hosts' logs stay in SMOKE_DIR/cluster/.
+Exit codes: 0 SUCCESS; 2 this machine cannot run it (said at once, before anything starts);
+otherwise the launcher's exit code (1 a check failed).
 """
 import argparse
+import hashlib
+import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import List, Optional
 
 REPO = Path(__file__).resolve().parents[2]
-# Path bootstrap: the repo root (prep/, dev/) and the bundle's twgrpo; netcluster is beside us.
-sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
+BUNDLE_REL = Path("tools/verl/two-worker-grpo")
+sys.path.insert(0, str(REPO / BUNDLE_REL))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import netcluster  # noqa: E402
-from dev.sandbox import install_sandbox  # noqa: E402
-from prep.volume import pin  # noqa: E402
+from twgrpo.findings import UsageError  # noqa: E402
 from twgrpo.profile import load_profile  # noqa: E402
 
-BUNDLE_REL = Path("tools/verl/two-worker-grpo")
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                "NVSHMEM_DISABLE_NVLS": "1"}
+PROG = "multihost-smoke"
+VERL_WHEEL_NAME = "verl-0.6.0-py3-none-any.whl"
+VERL_WHEEL_SHA256 = "2666528b8ab4494e2ac40c282a99281296c2d9dc9675ceac6bea8d41fb69b321"  # PyPI's
+PACKAGES = ("torch", "ray", "transformers", "tokenizers", "hydra", "omegaconf", "tensordict",
+            "codetiming", "datasets", "pyarrow", "tensorboard", "peft", "torchdata", "pylatexenc")
+# What the platform sets on every host: NCCL and Gloo on the hosts' eth0, never NVLink multicast
+# (not needed, and it can wedge shared GPU hosts).
+PLATFORM_ENV = {"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_NVLS_ENABLE": "0",
+                "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+PHASE = re.compile(r"^run-two-worker-grpo-v1: phase (\w+) ended with status (\d+) after (\d+) s$", re.M)
 
 
 def gpu_count() -> int:
+    if not shutil.which("nvidia-smi"):
+        return 0
     out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
     return sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("root", type=Path)
-    parser.add_argument("--nodes", type=int, default=2)
-    parser.add_argument("--gpus-per-node", type=int, default=1)
-    parser.add_argument("--verl-wheel", type=Path, required=True)
-    parser.add_argument("--keep", type=Path, help="copy the run folder here before the teardown "
-                        "(the shared storage is a tmpfs that goes with the cluster)")
-    args = parser.parse_args()
-    reason = netcluster.missing_prerequisites()
-    gpus = gpu_count()
-    if reason or gpus == 0:
-        print(f"multihost-smoke: {reason or 'no NVIDIA GPU'}", file=sys.stderr)
-        return 2
-    nodes, per = args.nodes, args.gpus_per_node
+def gpu_assignment(gpus: int, nodes: int, per: int) -> Optional[List[str]]:
+    """CUDA_VISIBLE_DEVICES for each host: GPUs of their own, or GPU 0 shared by one-GPU hosts."""
     if gpus >= nodes * per:
-        visible = [",".join(str(i * per + g) for g in range(per)) for i in range(nodes)]
-    elif per == 1:
-        visible = ["0"] * nodes
-        print(f"multihost-smoke: {gpus} GPU(s) for {nodes} hosts: they share GPU 0")
-    else:
-        print(f"multihost-smoke: {nodes} x {per} needs {nodes * per} GPUs, this machine has {gpus}",
-              file=sys.stderr)
+        return [",".join(str(i * per + g) for g in range(per)) for i in range(nodes)]
+    if per == 1 and gpus >= 1:
+        return ["0"] * nodes
+    return None
+
+
+def find_wheel() -> Optional[Path]:
+    candidates = [os.environ.get("SMOKE_VERL_WHEEL", ""), REPO / ".whl" / VERL_WHEEL_NAME,
+                  REPO / ".cache" / "wheels" / VERL_WHEEL_NAME]
+    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+
+
+def machine_problem(profile, wheel: Optional[Path]) -> Optional[str]:
+    """Why this machine cannot run the smoke, with what to do; None if it can."""
+    reason = netcluster.missing_prerequisites()
+    if reason:
+        return f"two hosts on one machine {reason} — run it as root on a GPU machine; make test covers the rest"
+    gpus = gpu_count()
+    if gpus == 0:
+        return "needs an NVIDIA GPU, and nvidia-smi lists none — run make smoke-2x1 on a GPU machine"
+    if gpu_assignment(gpus, profile.NODES, profile.GPUS_PER_NODE) is None:
+        return (f"{profile.NODES} hosts x {profile.GPUS_PER_NODE} GPUs need {profile.world_size} GPUs "
+                f"(or one GPU a host), this machine has {gpus}")
+    missing = [name for name in PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        return f"{sys.executable} lacks {' '.join(missing)} — use the verl image (or install verl 0.6.0's requirements)"
+    cuda = subprocess.run([sys.executable, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"])
+    if cuda.returncode:
+        return "torch does not see a CUDA GPU — check the driver and CUDA_VISIBLE_DEVICES"
+    if not shutil.which("ray"):
+        return "the ray command is not on PATH — put ray's bin folder on PATH"
+    if wheel is None:
+        return f"no {VERL_WHEEL_NAME} — set SMOKE_VERL_WHEEL=/path/to/{VERL_WHEEL_NAME} (PyPI's)"
+    actual = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    if actual != VERL_WHEEL_SHA256:
+        return f"{wheel}: sha256 expected {VERL_WHEEL_SHA256}, actual {actual} — use PyPI's verl 0.6.0 wheel"
+    return None
+
+
+def runtime_env(profile_name: str, storage: Path) -> dict:
+    """The RuntimeEnv a managed cluster applies to every node, plus the platform's settings."""
+    out = subprocess.run([sys.executable, str(REPO / BUNDLE_REL / "verify-two-worker-grpo-v1.py"),
+                          "runtime-env", "--profile", profile_name, "--storage-root", str(storage)],
+                         capture_output=True, text=True, check=True).stdout
+    env = json.loads(out)["env_vars"]
+    # The pinned verl first, then the HF-generate rollout adapter (importable on every node),
+    # then whatever the caller had on the path (packages the image lacks, for instance).
+    path = [env["PYTHONPATH"], str(storage / BUNDLE_REL / "rollout"), os.environ.get("PYTHONPATH", "")]
+    return {**env, **PLATFORM_ENV, "PYTHONPATH": ":".join(p for p in path if p)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument("smoke_dir", type=Path)
+    parser.add_argument("--profile", default="smoke-2x1")
+    args = parser.parse_args(argv)
+    try:
+        profile = load_profile(args.profile)
+    except UsageError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    name = f"smoke-{nodes}x{per}"
-    cluster = netcluster.Cluster(args.root, stub_gpus=False)
+    wheel = find_wheel()
+    problem = machine_problem(profile, wheel)
+    if problem:
+        print(f"{PROG}: {problem}", file=sys.stderr)
+        return 2
+    nodes, per = profile.NODES, profile.GPUS_PER_NODE
+    gpus = gpu_count()
+    visible = gpu_assignment(gpus, nodes, per)
+    if gpus < nodes * per:
+        print(f"{PROG}: {gpus} GPU(s) for {nodes} hosts: they share GPU 0")
+    root = args.smoke_dir / "cluster"
+    if (root / "cluster.json").is_file():  # a run interrupted before its teardown
+        netcluster.Cluster(root).down()
+    cpus = max(2, (os.cpu_count() or 2) // nodes)
+    cluster = netcluster.Cluster(root, stub_gpus=False, cpus_per_node=cpus)
     storage = cluster.storage
+    run_id = f"{profile.PROFILE_NAME}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
     times = {}
 
     def prepare(storage: Path) -> None:
         started = time.perf_counter()
         subprocess.run([sys.executable, str(REPO / "dev" / "generate-inputs.py"), "--storage-root",
-                        str(storage), "--profile", "smoke-1x1", "--verl-wheel", str(args.verl_wheel)],
-                       check=True)
-        base = load_profile("smoke-1x1")
-        text = pin.profile_text(base, name, {"NODES": str(nodes), "GPUS_PER_NODE": str(per)},
-                                f"smoke-1x1 on {nodes} Ray hosts x {per} GPUs (tests/cluster/multihost-smoke.py).")
-        install_sandbox(storage / BUNDLE_REL, {name: text})
+                        str(storage), "--profile", args.profile, "--verl-wheel", str(wheel)], check=True)
+        subprocess.run([sys.executable, str(REPO / "prep" / "bundle.py"), "install",
+                        str(storage / BUNDLE_REL), "--force"], check=True)
         times["inputs generated"] = time.perf_counter() - started
 
-    runtime = json.loads(subprocess.run(
-        [sys.executable, str(REPO / BUNDLE_REL / "verify-two-worker-grpo-v1.py"), "runtime-env",
-         "--profile", "smoke-1x1", "--storage-root", str(storage)],
-        capture_output=True, text=True, check=True).stdout)["env_vars"]
-    env = {**runtime, **NO_MULTICAST, "PYTHONPATH": ":".join(
-        [runtime["PYTHONPATH"], str(storage / BUNDLE_REL / "rollout"), os.environ.get("PYTHONPATH", "")])}
     started = time.perf_counter()
-    cluster.up(nodes, per, env=env, prepare=prepare,
+    cluster.up(nodes, per, env=runtime_env(args.profile, storage), prepare=prepare,
                node_envs=[{"CUDA_VISIBLE_DEVICES": v} for v in visible])
-    times["cluster up"] = time.perf_counter() - started - times.get("inputs generated", 0)
+    times["Ray hosts up"] = time.perf_counter() - started - times["inputs generated"]
     try:
-        run_id = f"{name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-        command = subprocess.run(
-            [sys.executable, str(REPO / "prep" / "bundle.py"), "driver-command", str(storage),
-             "--profile", name, "--run-id", run_id, "--launcher",
-             str(storage / BUNDLE_REL / "run-two-worker-grpo-v1.sh")],
-            capture_output=True, text=True, check=True).stdout
+        command = subprocess.run([sys.executable, str(REPO / "prep" / "bundle.py"), "driver-command",
+                                  str(storage), "--profile", args.profile, "--run-id", run_id],
+                                 capture_output=True, text=True, check=True).stdout
         started = time.perf_counter()
         out = cluster.driver(["bash", "-c", command], check=False, timeout=1500)
         times["launcher"] = time.perf_counter() - started
-        (args.root / "driver-output.log").write_text(out.stdout + out.stderr)
-        print((out.stdout + out.stderr)[-6000:])
+        output = out.stdout + out.stderr
+        (args.smoke_dir / f"{run_id}.driver-output.log").write_text(output)
+        print(output[-4000:])
         run = storage / "runs/verl/two-worker-grpo" / run_id
-        verdict = "SUCCESS" if (run / "SUCCESS").is_file() else f"FAILED (exit {out.returncode})"
-        print(f"multihost-smoke: run {run_id}: {verdict}; run folder {run}")
-        print("multihost-smoke: wall times (s): "
-              + ", ".join(f"{k} {v:.1f}" for k, v in times.items()))
-        if args.keep and run.is_dir():
-            shutil.copytree(run, args.keep / run.name, symlinks=True)
-        return out.returncode
+        kept = args.smoke_dir / "runs" / run_id
+        if run.is_dir():
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(run, kept, symlinks=True)
     finally:
+        started = time.perf_counter()
         cluster.down()
+        times["Ray hosts stopped"] = time.perf_counter() - started
+    verdict = "SUCCESS" if (kept / "SUCCESS").is_file() else f"FAILED (exit {out.returncode})"
+    print(f"\n{PROG}: run {run_id}: {verdict}; run folder {kept}")
+    print(f"{PROG}: wall times (s): " + ", ".join(f"{k} {v:.1f}" for k, v in times.items()))
+    log = kept / "driver.log"
+    for phase, status, seconds in PHASE.findall(log.read_text() if log.is_file() else ""):
+        print(f"  {phase}: {seconds} s (status {status})")
+    return out.returncode
 
 
 if __name__ == "__main__":

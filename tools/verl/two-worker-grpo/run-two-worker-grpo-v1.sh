@@ -29,7 +29,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=b3b4e8fd2bccbc2a09a5dd6a1e848f6920b67eae865bd1a86cf58d93ebd43644
+readonly BUNDLE_SUMS_SHA256=d1e528c4ec4c9cef1e2c23dd4e68050656f1a01ad73d106bc76ec37eb191bf5f
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too
