@@ -38,8 +38,8 @@ REPO = Path(__file__).resolve().parents[2]
 STUBS = REPO / "tests" / "stubs"
 SUBNET = "10.231.0"
 GCS_PORT = 6379
-NETNS_DIR = "/var/run/netns"
-SHARED_GPU0 = {"CUDA_VISIBLE_DEVICES": "0"}  # --real-gpus: every host on the machine's GPU 0  # where named network namespaces are bind-mounted
+NETNS_DIR = "/var/run/netns"  # where named network namespaces are bind-mounted
+SHARED_GPU0 = {"CUDA_VISIBLE_DEVICES": "0"}  # --real-gpus: every host on the machine's GPU 0
 # Fast failure detection, so a killed node is seen dead in seconds, not half a minute.
 RAY_FAST_HEALTH = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "1000",
                    "RAY_health_check_failure_threshold": "3"}
