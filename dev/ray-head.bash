@@ -10,7 +10,7 @@ start_ray_head() {  # start_ray_head LOG [extra `ray start` arguments]
   shift
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   temp=$(mktemp -d /tmp/twgrpo-ray.XXXXXX)  # short: Ray's socket paths must fit 107 bytes
-  RAY_HEAD_TEMP=$temp
+  export RAY_HEAD_TEMP=$temp  # exported: a bats teardown_file must find it to remove it
   setsid ray start --head --block --node-ip-address=127.0.0.1 --port="$port" \
     --include-dashboard=false --disable-usage-stats --temp-dir="$temp" "$@" >"$log" 2>&1 &
   RAY_HEAD_PGID=$!
