@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -91,6 +92,27 @@ def test_a_two_node_run_draws_each_host_with_its_gpus_ranks_and_links(tmp_path, 
     assert "4 ranks · NCCL over Socket (TCP) · RDMA off" in "".join(topology.itertext())
     assert "2 nodes x 2 GPUs (NVIDIA A100-SXM4-80GB), world size 4" in out
     assert "  node 1    gpu-b (10.0.0.12, worker): 2 x NVIDIA A100-SXM4-80GB, driver 535.104.05, ranks 2, 3" in out
+
+
+def test_the_real_two_host_run_shows_each_host_with_its_rank(tmp_path, capsys):
+    archive = next((FIXTURE.parents[1] / "real-smoke-run-2x1").glob("smoke-2x1-*.tar.xz"))
+    with tarfile.open(archive) as packed:
+        if hasattr(tarfile, "data_filter"):
+            packed.extractall(tmp_path, filter="data")
+        else:  # Python before 3.11.4: the archive is ours, its members plain files
+            packed.extractall(tmp_path)
+    run = tmp_path / archive.name[:-len(".tar.xz")]
+    code, out, text = report(run, capsys)
+    assert code == 0
+    assert out.startswith(f"run {run.name}: SUCCESS: every check of every phase passed\n")
+    assert "2 nodes x 1 GPU (any model), world size 2" in out
+    topology = ET.fromstring(next(p for p in svgs(text) if "topology-svg" in p))
+    nodes = [g for g in topology.iter("{http://www.w3.org/2000/svg}g") if g.get("class") == "node"]
+    assert [g.get("data-hostname") for g in nodes] == ["node-0", "node-1"]
+    ranks = [[t.text for t in g.iter("{http://www.w3.org/2000/svg}text") if t.get("class") == "rank"]
+             for g in nodes]
+    assert ranks == [["rank 0 · pid 2324"], ["rank 1 · pid 2325"]]
+    assert "Gloo full mesh connected 1 of 1 peers" in text
 
 
 def test_the_page_is_self_contained_and_runs_nothing(run, capsys):
