@@ -208,7 +208,11 @@ def cmd_driver_command(args: argparse.Namespace) -> int:
         print(f"driver-command: RUN_ID={args.ignored_run_id} is left out: the Driver command is the "
               "same for every run; put RUN_ID=<a new name> in the job form's environment "
               "variables instead", file=sys.stderr)
-    lines = ["set -euo pipefail", f"export STORAGE_ROOT={root}"]
+    lines = ["set -euo pipefail",
+             "# The job's environment variables: RUN_ID=<a new name> (required); SAVE_FREQ=<N> saves",
+             "# a checkpoint every N steps; RESUME_FROM=<a preempted run's RUN_ID> continues that run",
+             "# from its latest complete checkpoint (under the new RUN_ID).",
+             f"export STORAGE_ROOT={root}"]
     if args.profile:
         lines.append(f"export PROFILE={args.profile}")
     if args.run_id:

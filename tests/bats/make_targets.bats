@@ -44,6 +44,8 @@ setup() {
   assert_line "export PROFILE=smoke-1x1"
   refute_line --partial "export RUN_ID"
   assert_line --partial "RUN_ID=exp-9 is left out: the Driver command is the same for every run"
+  assert_line --partial "# The job's environment variables: RUN_ID=<a new name> (required); SAVE_FREQ=<N>"
+  assert_line --partial "RESUME_FROM=<a preempted run's RUN_ID> continues that run"
   local sha
   sha=$(sha256sum "$REPO/$LAUNCHER_REL" | cut -d' ' -f1)
   assert_line "echo \"$sha  \$launcher\" | sha256sum --check --strict -"
@@ -161,7 +163,7 @@ setup() {
   rm "$runs/$run_id/SUCCESS"
   run make -s -C "$REPO" postflight PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID="$run_id"
   assert_success
-  assert_output --partial "postflight: PASSED (9 checks)"
+  assert_output --partial "postflight: PASSED (10 checks)"
   assert_file_exist "$runs/$run_id/SUCCESS"
   run make -s -C "$REPO" report PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID="$run_id"
   assert_success

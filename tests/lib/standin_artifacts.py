@@ -1,8 +1,14 @@
 """What the stand-in verl.trainer.main_ppo does in artifacts mode: print a real-format training
 log for the cluster preflight found, and write TensorBoard, rollouts and checkpoint files
-where the overrides point (tests only)."""
+where the overrides point (tests only).
+
+Like verl 0.6.0 it honours trainer.save_freq (and saves the last step) and
+trainer.resume_mode=resume_path (it fails if that global_step_N folder is absent).
+STANDIN_STOP_AFTER=K: after step K's files, touch $STANDIN_DUMP and sleep until killed, as a
+run that a preemption is about to stop (ignored by a run that does not train step K)."""
 import json
 import os
+import time
 from pathlib import Path
 
 import synthrun
@@ -16,16 +22,35 @@ def main(argv) -> int:
     profile = load_profile(record["profile"]["path"])
     workers = json.loads((run_dir / "preflight.json").read_text())["workers"]
     hosts = [{"hostname": w["hostname"], "ip": w["node_ip"], "node_id": w["node_id"]} for w in workers]
+    target = profile.TARGET_STEPS
+    resume_from = None
+    if overrides.get("trainer.resume_mode") == "resume_path":
+        resume_from = overrides["trainer.resume_from_path"]
+        if not Path(resume_from, "actor").is_dir():
+            print(f"Traceback (most recent call last):\nFileNotFoundError: {resume_from}", flush=True)
+            return 1
+    first = int(resume_from.rsplit("global_step_", 1)[1]) + 1 if resume_from else 1
+    stop = int(os.environ.get("STANDIN_STOP_AFTER") or target)
+    stop = stop if first <= stop <= target else target  # a step this run does not train: none
+    save_freq = int(overrides["trainer.save_freq"])
+    saves = [s for s in range(first, stop + 1) if s % save_freq == 0 or s == target]
+    options = dict(first_step=first, last_step=stop, resume_from=resume_from)
     scratch = run_dir / ".standin"
-    synthrun.write_run(scratch, profile, record["run_id"], record["storage_root"], hosts, with_log=False)
+    synthrun.write_run(scratch, profile, record["run_id"], record["storage_root"], hosts,
+                       with_log=False, save_steps=saves, **options)
     for name in ("tensorboard", "rollouts", "checkpoints"):
-        os.replace(scratch / name, run_dir / name)
-    for line in synthrun.training_log(hosts, [profile.GPUS_PER_NODE] * profile.NODES,
-                                      profile.TARGET_STEPS, str(run_dir)):
-        print(line)
+        if (scratch / name).exists():
+            os.replace(scratch / name, run_dir / name)
+    for line in synthrun.training_log(hosts, [profile.GPUS_PER_NODE] * profile.NODES, target,
+                                      str(run_dir), **options):
+        print(line, flush=True)
     for leftover in scratch.iterdir():
         leftover.unlink()
     scratch.rmdir()
+    if stop < target:
+        open(os.environ["STANDIN_DUMP"], "w").close()
+        while True:
+            time.sleep(1)
     if os.environ.get("STANDIN_FAULT") == "missing-shard":  # a rank that never saved
         world = profile.NODES * profile.GPUS_PER_NODE
         last = run_dir / "checkpoints" / f"global_step_{profile.TARGET_STEPS}" / "actor"

@@ -38,8 +38,12 @@ def training_log(hosts: Sequence[Dict[str, str]], per_node: Sequence[int], steps
                  run_dir: str, *, gloo: str = "new", ib_value: str = "1", network: str = "Socket",
                  drop_complete: Optional[int] = None, duplicate_rank: Optional[int] = None,
                  nccl_warn: bool = False, noise: int = 20, complete_extra: str = "",
-                 nan_loss: bool = False, seed: int = 0) -> List[str]:
-    """The lines of training.log; per_node[i] ranks on hosts[i] (hosts[0] runs the driver)."""
+                 nan_loss: bool = False, seed: int = 0, first_step: int = 1,
+                 last_step: Optional[int] = None, resume_from: Optional[str] = None) -> List[str]:
+    """The lines of training.log; per_node[i] ranks on hosts[i] (hosts[0] runs the driver).
+
+    resume_from: the global_step_N folder verl loads (it prints what verl 0.6.0 prints); then
+    steps first_step..last_step are trained (default 1..steps)."""
     rng = random.Random(seed)
     world = sum(per_node)
     task = 3773
@@ -91,12 +95,22 @@ def training_log(hosts: Sequence[Dict[str, str]], per_node: Sequence[int], steps
         lines.append(prefix("WorkerDict", pid, hosts[node]["ip"] if node else None)
                      + f"{hosts[node]['hostname']}:{pid}:{pid + 7} [{local}] NCCL WARN NET/Socket : "
                      "peer 10.0.0.9<41235> message truncated")
-    for step in range(1, steps + 1):
+    if resume_from:
+        lines += [prefix("TaskRunner", task, None) + f"Load from checkpoint folder: {resume_from}",
+                  prefix("TaskRunner", task, None) + f"Setting global step to {first_step - 1}",
+                  prefix("TaskRunner", task, None) + f"Resuming from {resume_from}"]
+        for rank, (node, _, pid) in enumerate(ranks):
+            for kind, name in (("model", "model"), ("optimizer", "optim"), ("rng", "extra_state")):
+                lines.append(prefix("WorkerDict", pid, hosts[node]["ip"] if node else None)
+                             + f"INFO:2026-12-02 13:10:32,375:[Rank {rank}] Loaded {kind} from "
+                             f"{resume_from}/actor/{name}_world_size_{world}_rank_{rank}.pt")
+    last_step = steps if last_step is None else last_step
+    for step in range(first_step, last_step + 1):
         loss = "nan" if nan_loss else f"{0.01 * step:.4f}"
         lines.append(prefix("TaskRunner", task, None) + f"step:{step} - actor/pg_loss:{loss} - "
                      f"actor/grad_norm:0.0 - training/global_step:{step} - critic/score/mean:0.0")
     lines.append(prefix("TaskRunner", task, None)
-                 + f"local_global_step_folder: {run_dir}/checkpoints/global_step_{steps}")
+                 + f"local_global_step_folder: {run_dir}/checkpoints/global_step_{last_step}")
     return lines
 
 
@@ -124,11 +138,17 @@ def torch_zip(path: Path, payload: Optional[bytes] = None, storages: Sequence[in
 
 
 def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Sequence[Dict[str, str]],
-              per_node: Optional[Sequence[int]] = None, with_log: bool = True, **log_options) -> Path:
-    """A complete run folder that postflight passes, unless log_options plant a fault."""
+              per_node: Optional[Sequence[int]] = None, with_log: bool = True,
+              save_steps: Optional[Sequence[int]] = None, **log_options) -> Path:
+    """A complete run folder that postflight passes, unless log_options plant a fault.
+
+    first_step/last_step (log_options) cut the run short or start it later; save_steps are the
+    steps with a checkpoint (default the last)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     per_node = list(per_node or [profile.GPUS_PER_NODE] * profile.NODES)
     world, steps = sum(per_node), profile.TARGET_STEPS
+    first = log_options.get("first_step", 1)
+    last = log_options.get("last_step") or steps
     lines = training_log(hosts, per_node, steps, str(run_dir), **log_options)
     if with_log:
         (run_dir / "training.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -149,22 +169,23 @@ def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Seq
     write_events(tb / "events.out.tfevents.1764676800.host0.3773.0",
                  [(s, {t: (math.nan if nan and t == "actor/pg_loss" else
                            float(s) if t == "training/global_step" else 0.01 * s)
-                       for t in TAGS}) for s in range(1, steps + 1)])
+                       for t in TAGS}) for s in range(first, last + 1)])
     rollouts = run_dir / "rollouts"
     rollouts.mkdir(exist_ok=True)
-    for step in range(1, steps + 1):
+    for step in range(first, last + 1):
         rows = [{"input": f"<|im_start|>user\nproblem {i}<|im_end|>\n", "output": f"answer {i}",
                  "gts": str(i), "score": 0.0, "step": step}
                 for i in range(profile.TRAIN_BATCH_SIZE * profile.ROLLOUT_N)]
         (rollouts / f"{step}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     ckpt = run_dir / "checkpoints"
-    actor = ckpt / f"global_step_{steps}" / "actor"
-    (actor / "huggingface").mkdir(parents=True, exist_ok=True)
-    for kind in ("model", "optim", "extra_state"):
-        for rank in range(world):
-            torch_zip(actor / f"{kind}_world_size_{world}_rank_{rank}.pt")
-    (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": world}, indent=4))
-    (actor / "huggingface" / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
-    torch_zip(ckpt / f"global_step_{steps}" / "data.pt")
-    (ckpt / "latest_checkpointed_iteration.txt").write_text(str(steps))
+    for step in (save_steps if save_steps is not None else [last]):
+        actor = ckpt / f"global_step_{step}" / "actor"
+        (actor / "huggingface").mkdir(parents=True, exist_ok=True)
+        for kind in ("model", "optim", "extra_state"):
+            for rank in range(world):
+                torch_zip(actor / f"{kind}_world_size_{world}_rank_{rank}.pt")
+        (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": world}, indent=4))
+        (actor / "huggingface" / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+        torch_zip(ckpt / f"global_step_{step}" / "data.pt")
+        (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
     return run_dir

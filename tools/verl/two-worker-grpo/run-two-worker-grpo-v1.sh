@@ -17,7 +17,8 @@
 # Environment: STORAGE_ROOT (required), RUN_ID (required, new, at most 128 characters),
 #   PROFILE (a profile in profiles/, default the tutorial's 2x2 A100), PROBE_TIMEOUT (seconds,
 #   default 120), KILL_GRACE (seconds a stopped phase gets before KILL, default 10),
-#   TRACE=1 (trace commands).
+#   SAVE_FREQ (checkpoint every N steps, default the profile's), RESUME_FROM (the RUN_ID of a
+#   preempted run to continue from its latest complete checkpoint), TRACE=1 (trace commands).
 # Exit codes: 0 SUCCESS; 1 a check failed; 2 usage error or missing input; 128+N stopped by
 #   signal N; otherwise the training command's status. Any failure after the run folder is
 #   claimed leaves FAILED there (time, phase, exit status, signal, cause), written whole or
@@ -29,7 +30,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=d1e528c4ec4c9cef1e2c23dd4e68050656f1a01ad73d106bc76ec37eb191bf5f
+readonly BUNDLE_SUMS_SHA256=6963d917ee509b84d0b4d20f3f180cb9f89405b2ba201f238e4a3cccc95cedd3
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too
@@ -173,6 +174,10 @@ check_request() {
     die 2 "(LAUNCH-E015) RUN_ID is ${#RUN_ID} characters long; at most $MAX_RUN_ID are allowed — set a shorter RUN_ID"
   [[ "$RUN_ID" =~ $RUN_ID_FORM ]] ||
     die 2 "(LAUNCH-E004) RUN_ID '$RUN_ID' must match $RUN_ID_FORM — use letters, digits, '.', '_' and '-'"
+  [[ -z "${SAVE_FREQ:-}" || "$SAVE_FREQ" =~ ^[1-9][0-9]{0,8}$ ]] ||
+    die 2 "(LAUNCH-E030) SAVE_FREQ '$SAVE_FREQ' must be a positive whole number — set SAVE_FREQ=<steps between checkpoints>, or leave it unset"
+  [[ -z "${RESUME_FROM:-}" || ("$RESUME_FROM" =~ $RUN_ID_FORM && "$RESUME_FROM" != "$RUN_ID") ]] ||
+    die 2 "(LAUNCH-E031) RESUME_FROM '$RESUME_FROM' must be the RUN_ID of another, preempted run — set it to that run's RUN_ID"
   [[ -z "$PROFILE" || ("$PROFILE" =~ $RUN_ID_FORM && "$PROFILE" != *.env) ]] ||
     die 2 "(LAUNCH-E009) PROFILE '$PROFILE' must name a profile in the bundle (profiles/<name>.env, hash-checked), not a path"
   [[ "$KILL_GRACE" =~ ^[1-9][0-9]{0,3}$ ]] ||
@@ -393,7 +398,11 @@ main() {
   local launcher_sha
   launcher_sha=$(sha256_of "${BASH_SOURCE[0]}")
   verify record-run --profile "$PROFILE_NAME" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" \
-    --bundle-sums-sha256 "$BUNDLE_SUMS_SHA256" --launcher-sha256 "$launcher_sha"
+    --bundle-sums-sha256 "$BUNDLE_SUMS_SHA256" --launcher-sha256 "$launcher_sha" ${SAVE_FREQ:+--save-freq "$SAVE_FREQ"}
+  if [[ -n "${RESUME_FROM:-}" ]]; then  # the earlier run and its checkpoint, before any GPU time
+    run_phase resume python3 -I -B "$VERIFY" resume --profile "$PROFILE_NAME" --storage-root "$STORAGE_ROOT" \
+      --run-id "$RUN_ID" --resume-from "$RESUME_FROM"
+  fi
 
   run_phase inputs python3 -I -B "$VERIFY" inputs --profile "$PROFILE_NAME" --storage-root "$STORAGE_ROOT" \
     --output-dir "$RUN_DIR"

@@ -1,10 +1,14 @@
 """Checkpoint shards without torch: each must be a whole archive laid out as torch.save writes."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from . import torchzip
+from . import lines, torchzip
+from .findings import Finding, finding, mismatch
+
+SHARD_KINDS = ("model", "optim", "extra_state")
 
 
 def shard_problem(path: Path) -> Optional[Tuple[str, str]]:
@@ -21,3 +25,43 @@ def shard_problem(path: Path) -> Optional[Tuple[str, str]]:
     except OSError as exc:
         return "damaged", f"unreadable ({exc.strerror or exc})"
     return None
+
+
+def _small_json(path: Path) -> Any:
+    return json.loads(lines.read_small(path))
+
+
+def step_findings(run_dir: Path, step: int, world: int) -> Tuple[List[Finding], Dict[str, Any]]:
+    """Postflight's checks of one checkpoint folder, checkpoints/global_step_<step>/, and its
+    evidence; resume (twgrpo/resume.py) picks the checkpoint it continues from with them too."""
+    step_dir = run_dir / "checkpoints" / f"global_step_{step}"
+    actor = step_dir / "actor"
+    found, files = [], {}
+    for kind in SHARD_KINDS:
+        for rank in range(world):
+            path = actor / f"{kind}_world_size_{world}_rank_{rank}.pt"
+            problem = shard_problem(path)
+            if problem and problem[0] == "missing":
+                found.append(finding("POST-E021", str(path), f"no {kind} shard for rank {rank}"))
+            elif problem:
+                found.append(finding("POST-E032" if problem[0] == "layout" else "POST-E022",
+                                     str(path), problem[1]))
+            else:
+                files[str(path.relative_to(run_dir))] = path.stat().st_size
+    config_path = actor / "fsdp_config.json"
+    try:
+        config = _small_json(config_path)
+    except (OSError, ValueError, RecursionError) as exc:
+        config = f"unreadable ({exc})"
+    want = {"FSDP_version": 2, "world_size": world}
+    if config != want:
+        found.append(mismatch("POST-E023", str(config_path), "fsdp_config.json", want, config))
+    problem = shard_problem(step_dir / "data.pt")
+    if problem:
+        found.append(finding("POST-E024", str(step_dir / "data.pt"), f"dataloader state: {problem[1]}"))
+    hf_config = actor / "huggingface" / "config.json"
+    try:
+        _small_json(hf_config)
+    except (OSError, ValueError, RecursionError) as exc:
+        found.append(finding("POST-E024", str(hf_config), f"Hugging Face config unreadable ({exc})"))
+    return found, {"path": str(step_dir), "fsdp_config": config, "shards": files}

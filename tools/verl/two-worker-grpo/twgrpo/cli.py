@@ -86,6 +86,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", required=True)
     p.add_argument("--bundle-sums-sha256", required=True)
     p.add_argument("--launcher-sha256", required=True)
+    p.add_argument("--save-freq", type=int, help="checkpoint every N steps (default: the profile's)")
+
+    p = sub.add_parser("resume", parents=[common], help="check the run to resume from and record "
+                       "the lineage in run.json (launcher, RESUME_FROM)")
+    p.add_argument("--storage-root", type=Path, required=True)
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--resume-from", required=True, help="the earlier, preempted run's RUN_ID")
 
     sub.add_parser("catalog", help="print every finding id with its fix (markdown table)")
     return parser
@@ -127,7 +134,8 @@ def list_runs(args: argparse.Namespace, profile: Optional[Profile]) -> int:
 HANDLERS = {"inputs": inputs.main, "preflight": preflight.main, "postflight": postflight.main,
             "report": report.main, "runs": list_runs, "paths": launch.paths, "env": launch.env,
             "command": launch.training_command, "runtime-env": launch.runtime_env,
-            "record-run": launch.record_run, "catalog": print_catalog}
+            "record-run": launch.record_run, "catalog": print_catalog,
+            "resume": launch.resume}
 NO_PROFILE = ("catalog", "runs")  # phases that judge no single run
 
 

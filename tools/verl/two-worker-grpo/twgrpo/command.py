@@ -6,7 +6,7 @@ driver's exports and the training overrides come from one profile.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
 from .profile import HF_ROLLOUT_MODULE, Profile
 from .runpaths import run_dir
@@ -38,6 +38,21 @@ PROJECT_NAME = "verl_aistudio"
 # driver already has from its own runtime_env, and a shell export never leaves the driver.
 WORKER_ENV = ("NCCL_DEBUG", "NCCL_IB_DISABLE", "GLOO_LOG_LEVEL")
 
+def resume_overrides(storage_root: Path, resume_step: Optional[Tuple[str, int]]) -> List[str]:
+    """verl 0.6.0 loads global_step_N from the earlier run's folder (only read: nothing there is
+    deleted after loading) and saves into this run's own checkpoints/."""
+    if resume_step is None:
+        return ["trainer.resume_mode=disable"]
+    earlier, step = resume_step
+    return ["trainer.resume_mode=resume_path",
+            f"trainer.resume_from_path={checkpoint_dir(storage_root, earlier, step)}",
+            "trainer.del_local_ckpt_after_load=false"]
+
+
+def checkpoint_dir(storage_root: Path, run_id: str, step: int) -> Path:
+    return run_dir(storage_root, run_id) / "checkpoints" / f"global_step_{step}"
+
+
 def runtime_env(profile: Profile, storage_root: Path) -> Dict[str, object]:
     """The RuntimeEnv JSON to paste into the job form (Ray's runtime_env)."""
     verl = str(profile.verl_root(storage_root))
@@ -54,7 +69,9 @@ def driver_environment(profile: Profile, storage_root: Path, run: Path,
     return env
 
 
-def training_command(profile: Profile, storage_root: Path, run_id: str) -> List[str]:
+def training_command(profile: Profile, storage_root: Path, run_id: str,
+                     resume_step: Optional[Tuple[str, int]] = None) -> List[str]:
+    """verl's command line; resume_step (earlier RUN_ID, step) starts from that checkpoint."""
     p = profile
     run = run_dir(storage_root, run_id)
     data = p.data_root(storage_root)
@@ -114,7 +131,7 @@ def training_command(profile: Profile, storage_root: Path, run_id: str) -> List[
         f"trainer.save_freq={p.SAVE_FREQ}",
         "trainer.total_epochs=1",
         f"trainer.total_training_steps={p.TARGET_STEPS}",
-        "trainer.resume_mode=disable",
+        *resume_overrides(storage_root, resume_step),
         f"trainer.default_local_dir={run / 'checkpoints'}",
         f"trainer.rollout_data_dir={run / 'rollouts'}",
         "+ray_kwargs.ray_init.address=auto",

@@ -13,10 +13,10 @@ from typing import List
 
 from . import command
 from .findings import UsageError, utc_now
-from .profile import Profile
+from .profile import Profile, with_overrides
 from .records import write_json
 from .runfolder import refuse_symlinked
-from .runpaths import run_dir
+from .runpaths import recorded_profile, run_dir
 
 
 def _write_nul(items: List[str]) -> int:
@@ -47,7 +47,25 @@ def env(args: argparse.Namespace, profile: Profile) -> int:
 
 
 def training_command(args: argparse.Namespace, profile: Profile) -> int:
-    return _write_nul(command.training_command(profile, args.storage_root, args.run_id))
+    """From the run's own record when there is one: its SAVE_FREQ and its resume lineage."""
+    from . import resume
+    record = run_dir(args.storage_root, args.run_id) / "run.json"
+    resume_step = None
+    if record.is_file():
+        profile = recorded_profile(record)
+        try:
+            lineage = resume.read_record(record).get("resume")
+            resume_step = None if lineage is None else resume.recorded_step(lineage)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{record}: cannot read the run's resume record ({exc})")
+    return _write_nul(command.training_command(profile, args.storage_root, args.run_id, resume_step))
+
+
+def resume(args: argparse.Namespace, profile: Profile) -> int:
+    """The resume phase (RESUME_FROM), with the profile this run recorded (its SAVE_FREQ)."""
+    from . import resume as phase
+    record = run_dir(args.storage_root, args.run_id) / "run.json"
+    return phase.main(args, recorded_profile(record) if record.is_file() else profile)
 
 
 def runtime_env(args: argparse.Namespace, profile: Profile) -> int:
@@ -56,10 +74,12 @@ def runtime_env(args: argparse.Namespace, profile: Profile) -> int:
 
 
 def record_run(args: argparse.Namespace, profile: Profile) -> int:
+    profile = with_overrides(profile, SAVE_FREQ=args.save_freq)
     write_json(refuse_symlinked(run_dir(args.storage_root, args.run_id)) / "run.json", {
         "run_id": args.run_id, "started_at": utc_now(), "storage_root": str(args.storage_root),
         "profile": profile.to_json(), "bundle_sums_sha256": args.bundle_sums_sha256,
         "launcher_sha256": args.launcher_sha256, "driver_host": socket.gethostname(),
+        "driver_pid": os.getppid(),  # the launcher: a resume checks that it is gone
         "python": platform.python_version(),
         "training_command": command.training_command(profile, args.storage_root, args.run_id)})
     return 0

@@ -15,7 +15,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import checkpoint, humane, lines, placement, tfevents, trainlog
+from . import checkpoint, humane, lines, placement, resume, tfevents, trainlog
 from .command import training_command
 from .findings import Check, Finding, Skip, UsageError, finding, mismatch, utc_now
 from .phase import run_phase
@@ -25,7 +25,6 @@ from .runpaths import run_folder
 
 REQUIRED_SCALARS = ("training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr",
                     "critic/score/mean")
-SHARD_KINDS = ("model", "optim", "extra_state")
 MAX_ROLLOUT_ROW = 4 << 20  # a row is a prompt and a response; a longer one is not parsed
 
 
@@ -38,12 +37,18 @@ class PostflightContext:
     world_size: int
     evidence: Dict[str, Any] = dataclasses.field(default_factory=dict)
     placement_record: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    lineage: Any = None  # a resumed run's record (twgrpo/resume.py); None for a fresh run
     _scan: Optional[trainlog.LogScan] = None
     _preflight: Optional[Dict[str, Any]] = None
 
     @property
     def steps(self) -> int:
         return self.profile.TARGET_STEPS
+
+    @property
+    def first_step(self) -> int:
+        """1, or for a resumed run the step after the checkpoint it started from."""
+        return self.lineage["step"] + 1 if isinstance(self.lineage, dict) else 1
 
     def scan(self) -> trainlog.LogScan:
         if self._scan is None:
@@ -293,7 +298,7 @@ def _rollout_file(path: Path, step: int) -> Tuple[int, "_Notes", List[Finding], 
 def check_rollouts(ctx: PostflightContext) -> List[Finding]:
     expected = ctx.profile.TRAIN_BATCH_SIZE * ctx.profile.ROLLOUT_N
     found, summary = [], {}
-    for step in range(1, ctx.steps + 1):
+    for step in range(ctx.first_step, ctx.steps + 1):
         path = ctx.run_dir / "rollouts" / f"{step}.jsonl"
         try:
             rows, bad, long_rows, low_high = _rollout_file(path, step)
@@ -313,39 +318,9 @@ def check_rollouts(ctx: PostflightContext) -> List[Finding]:
 
 
 def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
-    world, steps = ctx.world_size, ctx.steps
-    root = ctx.run_dir / "checkpoints"
-    step_dir = root / f"global_step_{steps}"
-    actor = step_dir / "actor"
-    found, files = [], {}
-    for kind in SHARD_KINDS:
-        for rank in range(world):
-            path = actor / f"{kind}_world_size_{world}_rank_{rank}.pt"
-            problem = checkpoint.shard_problem(path)
-            if problem and problem[0] == "missing":
-                found.append(finding("POST-E021", str(path), f"no {kind} shard for rank {rank}"))
-            elif problem:
-                found.append(finding("POST-E032" if problem[0] == "layout" else "POST-E022",
-                                     str(path), problem[1]))
-            else:
-                files[str(path.relative_to(ctx.run_dir))] = path.stat().st_size
-    config_path = actor / "fsdp_config.json"
-    try:
-        config = small_json(config_path)
-    except (OSError, ValueError, RecursionError) as exc:
-        config = f"unreadable ({exc})"
-    want = {"FSDP_version": 2, "world_size": world}
-    if config != want:
-        found.append(mismatch("POST-E023", str(config_path), "fsdp_config.json", want, config))
-    problem = checkpoint.shard_problem(step_dir / "data.pt")
-    if problem:
-        found.append(finding("POST-E024", str(step_dir / "data.pt"), f"dataloader state: {problem[1]}"))
-    hf_config = actor / "huggingface" / "config.json"
-    try:
-        small_json(hf_config)
-    except (OSError, ValueError, RecursionError) as exc:
-        found.append(finding("POST-E024", str(hf_config), f"Hugging Face config unreadable ({exc})"))
-    tracker = root / "latest_checkpointed_iteration.txt"
+    steps = ctx.steps
+    found, evidence = checkpoint.step_findings(ctx.run_dir, steps, ctx.world_size)
+    tracker = ctx.run_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
     try:
         latest = lines.read_small(tracker).strip()
     except OSError as exc:
@@ -354,7 +329,7 @@ def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
         latest = f"unreadable ({exc})"
     if latest != str(steps):
         found.append(mismatch("POST-E025", str(tracker), "latest checkpointed iteration", steps, latest))
-    ctx.evidence["checkpoint"] = {"path": str(step_dir), "fsdp_config": config, "shards": files}
+    ctx.evidence["checkpoint"] = evidence
     return found
 
 
@@ -369,6 +344,7 @@ CHECKS = [
     Check("tensorboard-scalars", check_tensorboard),
     Check("rollouts", check_rollouts),
     Check("checkpoint", check_checkpoint),
+    Check("resume", resume.check_resumed_run, needs=LOGGED),
 ]
 
 
@@ -379,6 +355,7 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
                          "(make runs lists them)")
     world = args.world_size or profile.world_size
     ctx = PostflightContext(profile, run_dir, run_id, args.training_log or run_dir / "training.log", world)
+    ctx.lineage = resume.lineage_in(run_dir)
     header = (f"run {run_id}, profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
               f"{humane.plural(profile.TARGET_STEPS, 'step')}")

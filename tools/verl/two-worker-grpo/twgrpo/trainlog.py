@@ -51,6 +51,11 @@ VALIDATED = "[validate_config] All configuration checks passed successfully!"
 TOTAL_STEPS = re.compile(r"Total training steps: (?P<steps>\d{1,18})(?!\d)")
 GLOBAL_STEP = re.compile(r"global_step_(?P<step>\d{1,18})(?!\d)")
 WATCHDOG = re.compile(r"(?i)abort|watchdog|timeout|timed out")
+METRIC_STEP = re.compile(r"training/global_step:(?P<step>\d{1,18})(?!\d)")
+# A resumed run: verl's TaskRunner names the folder it loads, each rank the shards it read.
+CHECKPOINT_LOAD = re.compile(r"^Load from checkpoint folder: (?P<path>.+?)\s*$")
+SHARD_LOAD = re.compile(r"\] Loaded (?P<kind>model|optimizer|rng|lr_scheduler) from (?P<path>\S+)")
+LOAD_SAMPLES = 64
 FATAL = [  # the tutorial's list of markers that a healthy run never prints
     ("python-traceback", re.compile(r"Traceback \(most recent call last\)")),
     ("hydra-error", re.compile(r"Error executing job with overrides")),
@@ -74,7 +79,7 @@ ANCHORED = (
     (b"U", (b"Using", b"CUDA out of memory", b"InvalidUsage")),
     (b"E", (b"Error", b"Expected number of connected", b"NCCL ERROR")),
     (b"A", (b"NCCL WARN", b"All configuration checks passed", b"InvalidArgument")),
-    (b"b", (b"global_step_", b"Traceback")),
+    (b"b", (b"global_step_", b"training/global_step:", b"Traceback")),
     (b"G", (b"ProcessGroupNCCL",)),
     (b"K", (b"Killed",)),
 )
@@ -115,6 +120,9 @@ class LogScan:
     validated_line: Optional[int] = None
     total_steps: Set[int] = dataclasses.field(default_factory=set)
     global_steps: Set[int] = dataclasses.field(default_factory=set)
+    metric_steps: Set[int] = dataclasses.field(default_factory=set)
+    checkpoint_loads: List[Tuple[int, str]] = dataclasses.field(default_factory=list)  # first few
+    shard_loads: List[Tuple[int, str, str]] = dataclasses.field(default_factory=list)  # first few
     # (commId, rank) -> phase -> events (a healthy log has exactly one per phase)
     inits: Dict[Tuple[str, int], Dict[str, List[InitEvent]]] = dataclasses.field(default_factory=dict)
     transport: Dict[Tuple[str, int], Transport] = dataclasses.field(default_factory=dict)
@@ -183,6 +191,10 @@ class LogScan:
             self.add_step(self.total_steps, value)
         for value in sorted(other.global_steps):
             self.add_step(self.global_steps, value)
+        for value in sorted(other.metric_steps):
+            self.add_step(self.metric_steps, value)
+        self.checkpoint_loads += other.checkpoint_loads[:max(LOAD_SAMPLES - len(self.checkpoint_loads), 0)]
+        self.shard_loads += other.shard_loads[:max(LOAD_SAMPLES - len(self.shard_loads), 0)]
         for key, phases in other.inits.items():
             for phase, events in phases.items():
                 for event in events:
@@ -252,6 +264,15 @@ def _parse_line(scan: LogScan, number: int, raw: str) -> None:
     if "global_step_" in body:
         for m in GLOBAL_STEP.finditer(body):
             scan.add_step(scan.global_steps, int(m["step"]))
+    if "training/global_step:" in body:
+        for m in METRIC_STEP.finditer(body):
+            scan.add_step(scan.metric_steps, int(m["step"]))
+    m = CHECKPOINT_LOAD.search(body) if "Load from checkpoint folder" in body else None
+    if m and len(scan.checkpoint_loads) < LOAD_SAMPLES:
+        scan.checkpoint_loads.append((number, m["path"]))
+    m = SHARD_LOAD.search(body) if "] Loaded " in body else None
+    if m and len(scan.shard_loads) < LOAD_SAMPLES:
+        scan.shard_loads.append((number, m["kind"], m["path"]))
 
 
 def _find_all(block: bytes, word: bytes, start: int, size: int) -> Iterator[int]:
@@ -426,6 +447,8 @@ def _shift(scan: LogScan, offset: int) -> None:
     scan.long_lines = [(n + offset, at, length) for n, at, length in scan.long_lines]
     if scan.validated_line is not None:
         scan.validated_line += offset
+    scan.checkpoint_loads = [(n + offset, path) for n, path in scan.checkpoint_loads]
+    scan.shard_loads = [(n + offset, kind, path) for n, kind, path in scan.shard_loads]
     for phases in scan.inits.values():
         for events in phases.values():
             for event in events:

@@ -1,0 +1,419 @@
+"""Resuming a preempted run under a new RUN_ID: may it, from which checkpoint, and did it.
+
+The launcher's resume phase (RESUME_FROM=<earlier RUN_ID>, before any GPU time) checks that
+the earlier run is the same pinned run (profile, bundle, inputs, from its run.json), that it
+ended FAILED and is not running, and picks its latest checkpoint that passes postflight's
+checkpoint checks. The lineage (earlier RUN_ID, step, every checkpoint file's sha256, the
+chain of runs before it) goes into the new run's run.json; verl then loads that checkpoint
+(trainer.resume_mode=resume_path). The earlier run's folder is only read, never written.
+
+Postflight judges a resumed run with check_resumed_run: verl loaded that checkpoint, trained
+steps N+1..target and no earlier step, and the checkpoint still has the recorded hashes.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import socket
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+from . import checkpoint, command, hashing, tfevents
+from .findings import (Check, CheckResult, Finding, Skip, UsageError, finding, mismatch, phase_record,
+                       print_findings, run_checks, verdict)
+from .profile import NAME, Profile
+from .records import write_json
+
+# Checkpoint frequency may differ between the runs of a chain; every other value may not.
+MAY_DIFFER = {"SAVE_FREQ"}
+# The values that pin what the run reads (SHA256SUMS hashes of model and data, verl's commit).
+INPUT_PINS = ("VERL_COMMIT", "MODEL_HUB", "MODEL_ID", "MODEL_REVISION", "MODEL_SUMS_SHA256",
+              "MODEL_WEIGHTS", "DATASET_HUB", "DATASET_ID", "DATASET_REVISION", "DATASET_VARIANT",
+              "DATA_SUMS_SHA256", "TRAIN_ROWS", "TEST_ROWS")
+TRACKER = "latest_checkpointed_iteration.txt"
+MAX_RECORD_BYTES = 1 << 20      # run.json is a few KiB; a huge one is not ours
+MAX_CHECKPOINT_FILES = 10000    # a checkpoint holds 3 shards per rank plus a few config files
+MAX_CHAIN = 100
+
+
+# --- the resume phase: before the new run trains -------------------------------------------
+
+@dataclasses.dataclass
+class ResumeContext:
+    storage_root: Path
+    run_id: str
+    earlier_id: str
+    profile: Profile
+    record: Dict[str, Any]                  # the new run's run.json
+    earlier: Optional[Dict[str, Any]] = None
+    step: Optional[int] = None
+    evidence: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def earlier_dir(self) -> Path:
+        return command.run_dir(self.storage_root, self.earlier_id)
+
+    def earlier_record(self) -> Dict[str, Any]:
+        if self.earlier is None:
+            raise Skip("no earlier run record")
+        return self.earlier
+
+
+def read_record(path: Path) -> Dict[str, Any]:
+    """A run.json, refused if it is not a plain file, huge, not JSON or not a run record."""
+    text = _read_bounded(path, MAX_RECORD_BYTES)
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})")
+    if not isinstance(data, dict) or not isinstance(data.get("profile"), dict) or \
+            not isinstance(data["profile"].get("values"), dict):
+        raise ValueError("not a run record with profile values")
+    return data
+
+
+def _read_bounded(path: Path, limit: int) -> str:
+    """The text of a plain file of at most limit bytes (a link to /dev/zero reads nothing)."""
+    if path.is_symlink() or not path.is_file():
+        raise ValueError("not a plain file")
+    with open(path, "rb") as stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    return data.decode("utf-8", "replace")
+
+
+def check_earlier_run(ctx: ResumeContext) -> List[Finding]:
+    folder = ctx.earlier_dir
+    if not NAME.match(ctx.earlier_id) or ctx.earlier_id == ctx.run_id:
+        return [finding("RES-E001", ctx.earlier_id, "not the RUN_ID of another run")]
+    if folder.is_symlink() or not folder.is_dir():
+        return [finding("RES-E001", str(folder), "no such run folder" if not folder.is_symlink()
+                        else "a symbolic link, not a run folder")]
+    try:
+        ctx.earlier = read_record(folder / "run.json")
+    except (OSError, ValueError) as exc:
+        return [finding("RES-E002", str(folder / "run.json"), f"cannot read the earlier run's "
+                        f"record: {exc}")]
+    if ctx.earlier.get("run_id") != ctx.earlier_id:
+        return [mismatch("RES-E002", str(folder / "run.json"), "run_id", ctx.earlier_id,
+                         ctx.earlier.get("run_id"))]
+    ctx.evidence["earlier_run"] = str(folder)
+    return []
+
+
+def check_same_pins(ctx: ResumeContext) -> List[Finding]:
+    earlier = ctx.earlier_record()
+    mine, theirs = ctx.record["profile"], earlier["profile"]
+    found = []
+    if mine.get("name") != theirs.get("name"):
+        found.append(mismatch("RES-E003", "run.json profile", "profile", mine.get("name"),
+                              theirs.get("name")))
+    keys = sorted(set(mine["values"]) | set(theirs["values"]))
+    for key in keys:
+        if key in MAY_DIFFER or mine["values"].get(key) == theirs["values"].get(key):
+            continue
+        fid = "RES-E004" if key in INPUT_PINS else "RES-E003"
+        found.append(mismatch(fid, f"run.json profile {key}", key, mine["values"].get(key, "absent"),
+                              theirs["values"].get(key, "absent")))
+    for key in ("bundle_sums_sha256", "launcher_sha256"):
+        if ctx.record.get(key) != earlier.get(key):
+            found.append(mismatch("RES-E005", f"run.json {key}", key, ctx.record.get(key),
+                                  earlier.get(key)))
+    return found
+
+
+def _driver_alive(record: Dict[str, Any]) -> Optional[bool]:
+    """True or False when the earlier driver ran on this host; None when that cannot be told."""
+    pid = record.get("driver_pid")
+    if record.get("driver_host") != socket.gethostname() or isinstance(pid, bool) or \
+            not isinstance(pid, int) or pid <= 1:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process holds that pid now: alive, to be safe
+        return True
+    return True
+
+
+def check_ended_failed(ctx: ResumeContext) -> List[Finding]:
+    earlier = ctx.earlier_record()
+    folder = ctx.earlier_dir
+    if (folder / "SUCCESS").exists():
+        return [finding("RES-E006", str(folder / "SUCCESS"), "the earlier run succeeded; "
+                        "there is nothing to resume")]
+    failed = folder / "FAILED"
+    if failed.is_file():
+        try:
+            text = _read_bounded(failed, 4096)
+        except (OSError, ValueError) as exc:
+            return [finding("RES-E008", str(failed), f"unreadable: {exc}")]
+        ctx.evidence["earlier_failed"] = dict(line.split("=", 1) for line in text.splitlines()
+                                              if "=" in line)
+        return []
+    alive = _driver_alive(earlier)
+    if alive:
+        return [finding("RES-E007", str(folder), f"no FAILED marker and its driver (pid "
+                        f"{earlier.get('driver_pid')} on {earlier.get('driver_host')}) is alive")]
+    return [finding("RES-E008", str(folder), "no FAILED marker: the run ended without one "
+                    f"(killed hard?) or still runs on {earlier.get('driver_host', 'another host')}")]
+
+
+def _steps_on_disk(checkpoints: Path, latest: int) -> List[int]:
+    steps = []
+    for entry in checkpoints.iterdir():
+        name = entry.name
+        if name.startswith("global_step_") and name[12:].isdigit() and 0 < int(name[12:]) <= latest:
+            steps.append(int(name[12:]))
+    return sorted(steps, reverse=True)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    return real == top or real.startswith(top + os.sep)
+
+
+def check_checkpoint(ctx: ResumeContext) -> List[Finding]:
+    """The latest checkpoint at or before verl's tracker that passes postflight's checks."""
+    ctx.earlier_record()
+    folder = ctx.earlier_dir
+    checkpoints = folder / "checkpoints"
+    tracker = checkpoints / TRACKER
+    if not _inside(checkpoints, folder):
+        return [finding("RES-E011", str(checkpoints), "leads out of the earlier run's folder")]
+    try:
+        with open(tracker, "rb") as stream:
+            text = stream.read(32).decode("ascii", "replace").strip()
+    except OSError as exc:
+        return [finding("RES-E009", str(tracker), f"no checkpoint tracker ({exc.strerror}): the "
+                        "run saved no checkpoint")]
+    if not text.isdigit() or int(text) < 1:
+        return [finding("RES-E009", str(tracker), f"holds {text!r}, not a step number")]
+    latest = int(text)
+    rejected = []
+    for step in _steps_on_disk(checkpoints, latest):
+        step_dir = checkpoints / f"global_step_{step}"
+        if not _inside(step_dir, folder):
+            return [finding("RES-E011", str(step_dir), "leads out of the earlier run's folder")]
+        problems, evidence = checkpoint.step_findings(folder, step, ctx.profile.world_size)
+        if not problems:
+            ctx.step = step
+            ctx.evidence["checkpoint"] = {**evidence, "tracker": latest,
+                                          "rejected": rejected}
+            break
+        rejected.append({"step": step, "findings": [f.to_json() for f in problems[:5]]})
+    if ctx.step is None:
+        detail = "; ".join(f"global_step_{r['step']}: ({r['findings'][0]['id']}) "
+                           f"{r['findings'][0]['message']}" for r in rejected[:3])
+        return [finding("RES-E009", str(checkpoints), f"no complete checkpoint at or before step "
+                        f"{latest}" + (f" ({detail})" if detail else ""), rejected=rejected)]
+    if ctx.step >= ctx.profile.TARGET_STEPS:
+        found = [finding("RES-E010", str(checkpoints / f"global_step_{ctx.step}"), f"step "
+                         f"{ctx.step} is the target step {ctx.profile.TARGET_STEPS}: nothing is left "
+                         "to train")]
+        ctx.step = None
+        return found
+    return []
+
+
+def checkpoint_hashes(step_dir: Path) -> Dict[str, str]:
+    """sha256 of every file under a checkpoint folder, by path relative to it."""
+    files = []
+    for dirpath, dirnames, filenames in os.walk(step_dir):
+        dirnames.sort()
+        files += [Path(dirpath) / name for name in sorted(filenames)]
+        if len(files) > MAX_CHECKPOINT_FILES:
+            raise ValueError(f"more than {MAX_CHECKPOINT_FILES} files")
+    hashes = {}
+    for path, digest in hashing.hash_files(files, label=f"resume: {step_dir.name}").items():
+        if isinstance(digest, OSError):
+            raise ValueError(f"{path}: {digest.strerror}")
+        hashes[str(path.relative_to(step_dir))] = digest
+    return dict(sorted(hashes.items()))
+
+
+def lineage_of(ctx: ResumeContext) -> Dict[str, Any]:
+    earlier = ctx.earlier_record()
+    before = earlier.get("resume") if isinstance(earlier.get("resume"), dict) else {}
+    chain = [r for r in before.get("chain", []) if isinstance(r, str)][-MAX_CHAIN:]
+    step_dir = command.checkpoint_dir(ctx.storage_root, ctx.earlier_id, ctx.step)
+    return {"from_run_id": ctx.earlier_id, "step": ctx.step,
+            "checkpoint": str(step_dir.relative_to(ctx.earlier_dir)),
+            "files": checkpoint_hashes(step_dir), "chain": chain + [ctx.earlier_id],
+            "earlier_ended": ctx.evidence.get("earlier_failed", {})}
+
+
+CHECKS = [
+    Check("earlier-run", check_earlier_run),
+    Check("same-pins", check_same_pins, needs=("earlier-run",)),
+    Check("ended-failed", check_ended_failed, needs=("earlier-run",)),
+    Check("checkpoint", check_checkpoint, needs=("earlier-run",)),
+]
+
+
+def main(args: argparse.Namespace, profile: Profile) -> int:
+    """The launcher's resume phase: the checks, then the lineage into run.json; resume.json."""
+    run = command.run_dir(args.storage_root, args.run_id)
+    try:
+        record = read_record(run / "run.json")
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{run / 'run.json'}: cannot read this run's record ({exc})")
+    ctx = ResumeContext(args.storage_root, args.run_id, args.resume_from, profile, record)
+    print(f"resume: run {args.run_id} from {args.resume_from}", flush=True)
+    results = run_checks("resume", CHECKS, ctx)
+    lineage = None
+    if all(r.passed for r in results):
+        try:
+            lineage = lineage_of(ctx)
+        except (OSError, ValueError) as exc:
+            results.append(CheckResult("checkpoint-hashes", [finding(
+                "RES-E009", str(ctx.earlier_dir), f"cannot hash the checkpoint: {exc}")]))
+    print_findings(results)
+    code = verdict("resume", results)
+    if code == 0 and lineage is not None:
+        record["resume"] = lineage
+        record["training_command"] = command.training_command(
+            profile, args.storage_root, args.run_id, (lineage["from_run_id"], lineage["step"]))
+        write_json(run / "run.json", record)
+        print(f"resume: from {args.resume_from} at step {lineage['step']} ({len(lineage['files'])} "
+              f"checkpoint files hashed); training starts at step {lineage['step'] + 1}", flush=True)
+    write_json(run / "resume.json", phase_record("resume", results, run_id=args.run_id,
+                                                 resume_from=args.resume_from,
+                                                 evidence=ctx.evidence, lineage=lineage))
+    return code
+
+
+def lineage_in(run_dir: Path) -> Union[None, Dict[str, Any], str]:
+    """The lineage in a run's run.json: None for a fresh run, a text saying why it is unusable."""
+    if not os.path.lexists(run_dir / "run.json"):
+        return None  # postflight's other checks report the missing record's consequences
+    try:
+        lineage = read_record(run_dir / "run.json").get("resume")
+    except (OSError, ValueError) as exc:
+        return f"cannot read run.json ({exc})"
+    if lineage is None:
+        return None
+    try:
+        recorded_step(lineage)
+    except ValueError as exc:
+        return str(exc)
+    return lineage
+
+
+def recorded_step(lineage: Any) -> Tuple[str, int]:
+    """(earlier RUN_ID, step) from a lineage record; ValueError if it is malformed."""
+    if not isinstance(lineage, dict):
+        raise ValueError("the resume record is not an object")
+    earlier, step = lineage.get("from_run_id"), lineage.get("step")
+    if not isinstance(earlier, str) or not NAME.match(earlier) or isinstance(step, bool) or \
+            not isinstance(step, int) or step < 1:
+        raise ValueError(f"the resume record names run {earlier!r} at step {step!r}")
+    return earlier, step
+
+
+# --- postflight: was the resumed run what its lineage says ---------------------------------
+
+def check_resumed_run(ctx) -> List[Finding]:
+    """Postflight's check of a resumed run (ctx: postflight's context); a fresh run passes."""
+    lineage = ctx.lineage
+    if lineage is None:
+        ctx.evidence["resume"] = None
+        return []
+    if isinstance(lineage, str):  # unusable: lineage_in says why
+        return [finding("POST-E060", str(ctx.run_dir / "run.json"), lineage)]
+    earlier, step = recorded_step(lineage)
+    expected = ctx.run_dir.parent / earlier / "checkpoints" / f"global_step_{step}"  # a sibling
+    found = []
+    found += _loaded_checkpoint(ctx, earlier, step)
+    found += _continued_steps(ctx, step)
+    found += _resolved_resume(ctx, earlier, step)
+    found += _checkpoint_unchanged(ctx, expected, lineage.get("files"))
+    ctx.evidence["resume"] = {"from_run_id": earlier, "step": step, "chain": lineage.get("chain"),
+                              "checkpoint": str(expected)}
+    return found
+
+
+def _suffix(earlier: str, step: int) -> str:
+    return f"/{earlier}/checkpoints/global_step_{step}"
+
+
+def _loaded_checkpoint(ctx, earlier: str, step: int) -> List[Finding]:
+    scan = ctx.scan()
+    loads = scan.checkpoint_loads
+    want = _suffix(earlier, step)
+    if not loads:
+        return [finding("POST-E061", "training.log", "no 'Load from checkpoint folder:' line: "
+                        f"verl did not load {earlier}'s global_step_{step}")]
+    wrong = [(n, p) for n, p in loads if not p.rstrip("/").endswith(want)]
+    if wrong or len(loads) > 1:
+        return [finding("POST-E061", f"training.log:{(wrong or loads)[0][0]}", "verl loaded "
+                        f"{', '.join(p for _, p in loads[:3])}; expected one load of ...{want}")]
+    shards = [p for _, _, p in scan.shard_loads if f"{want}/actor/" not in p]
+    if shards:
+        return [finding("POST-E061", "training.log", f"a rank loaded {shards[0]}, not a shard of "
+                        f"...{want}")]
+    world = ctx.world_size
+    models = {p.rsplit("/", 1)[-1] for _, kind, p in scan.shard_loads if kind == "model"}
+    missing = [r for r in range(world) if f"model_world_size_{world}_rank_{r}.pt" not in models]
+    if missing:
+        return [finding("POST-E061", "training.log", f"no 'Loaded model from' line for rank(s) "
+                        f"{missing[:8]}: those ranks did not load the checkpoint")]
+    ctx.evidence["resume_loads"] = {"folder_line": loads[0][0], "shards": len(scan.shard_loads)}
+    return []
+
+
+def _continued_steps(ctx, step: int) -> List[Finding]:
+    metric = sorted(ctx.scan().metric_steps)
+    want = list(range(step + 1, ctx.steps + 1))
+    found = []
+    if metric != want:
+        found.append(mismatch("POST-E062", "training.log", "training steps (step:N lines)",
+                              f"{step + 1}..{ctx.steps}", metric or "none"))
+    scalars = tfevents.load_scalars(ctx.run_dir / "tensorboard")
+    logged = sorted(scalars.values.get("training/global_step", {}))
+    if logged != want:
+        found.append(mismatch("POST-E063", str(ctx.run_dir / "tensorboard"),
+                              "training/global_step steps", f"{step + 1}..{ctx.steps}",
+                              logged or "none"))
+    return found
+
+
+def _resolved_resume(ctx, earlier: str, step: int) -> List[Finding]:
+    path = ctx.run_dir / "resolved-command.txt"
+    try:
+        argv = shlex.split(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [finding("POST-E064", str(path), f"unreadable: {exc}")]
+    given = dict(arg.split("=", 1) for arg in argv if "=" in arg)
+    found = []
+    if given.get("trainer.resume_mode") != "resume_path":
+        found.append(mismatch("POST-E064", str(path), "trainer.resume_mode", "resume_path",
+                              given.get("trainer.resume_mode", "absent")))
+    if not given.get("trainer.resume_from_path", "").endswith(_suffix(earlier, step)):
+        found.append(mismatch("POST-E064", str(path), "trainer.resume_from_path",
+                              f"...{_suffix(earlier, step)}",
+                              given.get("trainer.resume_from_path", "absent")))
+    return found
+
+
+def _checkpoint_unchanged(ctx, step_dir: Path, files: Any) -> List[Finding]:
+    if not isinstance(files, dict) or not files:
+        return [finding("POST-E060", str(ctx.run_dir / "run.json"), "the resume record lists no "
+                        "checkpoint files")]
+    if not step_dir.is_dir():
+        return [finding("POST-E065", str(step_dir), "the earlier run's checkpoint is gone; the "
+                        "lineage cannot be checked")]
+    try:
+        now = checkpoint_hashes(step_dir)
+    except (OSError, ValueError) as exc:
+        return [finding("POST-E065", str(step_dir), f"cannot hash: {exc}")]
+    changed = sorted(k for k in set(files) | set(now) if files.get(k) != now.get(k))
+    if changed:
+        return [finding("POST-E065", str(step_dir), f"{len(changed)} files differ from the hashes "
+                        f"recorded at resume: {', '.join(changed[:3])}")]
+    return []
