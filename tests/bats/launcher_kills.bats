@@ -10,21 +10,11 @@ load test_helper
 setup_file() {
   sandbox
   build_fixture_once --nodes 1 --gpus-per-node 2
-  export GPUS_CSV=$BATS_FILE_TMPDIR/gpus.csv
-  gpus_csv "$GPUS_CSV" 2
-  export NVIDIA_SMI_STUB=$GPUS_CSV NCCL_IB_DISABLE=1
-  export PYTHONPATH=$FIXTURE/tools/verl/two-worker-grpo/rollout
-  # shellcheck source=dev/ray-head.bash
-  source "$REPO/dev/ray-head.bash"
-  start_ray_head "$BATS_FILE_TMPDIR/ray-head.log" --num-gpus=2 --num-cpus=2 3>&-
-  export RAY_HEAD_PGID
-  unset PYTHONPATH
+  start_standin_head 2
 }
 
 teardown_file() {
-  # shellcheck source=dev/ray-head.bash
-  source "$REPO/dev/ray-head.bash"
-  stop_ray_head
+  stop_standin_head
 }
 
 setup() {

@@ -10,15 +10,7 @@ load test_helper
 setup_file() {
   sandbox
   build_fixture_once --nodes 1 --gpus-per-node 1 --set TARGET_STEPS=3 --set SAVE_FREQ=3
-  export GPUS_CSV=$BATS_FILE_TMPDIR/gpus.csv
-  gpus_csv "$GPUS_CSV" 1
-  export NVIDIA_SMI_STUB=$GPUS_CSV NCCL_IB_DISABLE=1
-  export PYTHONPATH=$FIXTURE/tools/verl/two-worker-grpo/rollout
-  # shellcheck source=dev/ray-head.bash
-  source "$REPO/dev/ray-head.bash"
-  start_ray_head "$BATS_FILE_TMPDIR/ray-head.log" --num-gpus=1 --num-cpus=2 3>&-
-  export RAY_HEAD_PGID
-  unset PYTHONPATH
+  start_standin_head 1
   # One run preempted after its step-1 checkpoint, shared (copied) by the tests.
   STORAGE=$BATS_FILE_TMPDIR/preempted
   use_fixture
@@ -30,9 +22,7 @@ setup_file() {
 }
 
 teardown_file() {
-  # shellcheck source=dev/ray-head.bash
-  source "$REPO/dev/ray-head.bash"
-  stop_ray_head
+  stop_standin_head
 }
 
 setup() {

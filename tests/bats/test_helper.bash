@@ -72,3 +72,24 @@ data[len(data) // 2] ^= 0x01
 open(path, "wb").write(bytes(data))
 PY
 }
+
+# In setup_file, after build_fixture_once: the node's environment as the pasted RuntimeEnv sets
+# it (stub nvidia-smi with COUNT GPUs, IB off), and a real single-node Ray head with the bundle's
+# HF rollout adapter importable (the fixture profile's ROLLOUT_ENGINE is hf).
+start_standin_head() {  # start_standin_head GPU_COUNT
+  export GPUS_CSV=$BATS_FILE_TMPDIR/gpus.csv
+  gpus_csv "$GPUS_CSV" "$1"
+  export NVIDIA_SMI_STUB=$GPUS_CSV NCCL_IB_DISABLE=1
+  export PYTHONPATH=$FIXTURE/tools/verl/two-worker-grpo/rollout
+  # shellcheck source=dev/ray-head.bash
+  source "$REPO/dev/ray-head.bash"
+  start_ray_head "$BATS_FILE_TMPDIR/ray-head.log" --num-gpus="$1" --num-cpus=2 3>&-
+  export RAY_HEAD_PGID RAY_HEAD_TEMP
+  unset PYTHONPATH
+}
+
+stop_standin_head() {  # in teardown_file
+  # shellcheck source=dev/ray-head.bash
+  source "$REPO/dev/ray-head.bash"
+  stop_ray_head
+}

@@ -6,7 +6,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,20 +15,6 @@ from twgrpo.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 
-
-@pytest.fixture(scope="module")
-def golden(tmp_path_factory):
-    root = tmp_path_factory.mktemp("golden") / "storage"
-    subprocess.run([sys.executable, str(REPO / "tests/lib/fixture.py"), str(root)], check=True,
-                   capture_output=True)
-    return root
-
-
-@pytest.fixture
-def storage(golden, tmp_path):
-    root = tmp_path / "storage"
-    shutil.copytree(golden, root, symlinks=True)
-    return root
 
 
 def profile(storage):

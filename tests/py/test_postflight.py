@@ -11,6 +11,7 @@ import pytest
 import synthrun
 from twgrpo.cli import main
 from twgrpo.profile import load_profile, with_overrides
+from verification import failed_ids
 
 HOSTS = [{"hostname": f"worker-{i}", "ip": f"10.231.0.{10 + i}"} for i in range(8)]
 
@@ -26,10 +27,6 @@ def make(tmp_path, profile="tutorial-2x2-a100", hosts=None, **options):
 def postflight(run, *extra):
     return main(["postflight", "--output-dir", str(run), *extra])
 
-
-def failed_ids(run):
-    record = json.loads((run / "verification.json").read_text())
-    return {f["id"] for c in record["checks"] for f in c["findings"] if f["level"] == "error"}
 
 
 def shard(run, kind="model", rank=3, world=4):

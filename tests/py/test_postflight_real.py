@@ -8,6 +8,7 @@ import pytest
 from tbwrite import event, record
 from twgrpo import tfevents
 from twgrpo.cli import main
+from verification import failed_ids
 
 FIXTURE = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run").glob("smoke-*"))
 ACTOR = Path("checkpoints/global_step_2/actor")
@@ -21,10 +22,6 @@ def run(tmp_path):
         (copy / name).unlink()  # the verdict is re-derived from the evidence
     return copy
 
-
-def failed_ids(run):
-    data = json.loads((run / "verification.json").read_text())
-    return {f["id"] for c in data["checks"] for f in c["findings"] if f["level"] == "error"}
 
 
 def edit(path, old, new, count=1):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from twgrpo import tfevents
 from twgrpo.cli import main
+from verification import failed_ids
 
 ARCHIVE = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run-2x1").glob("smoke-2x1-*.tar.xz"))
 NAME = ARCHIVE.name[:-len(".tar.xz")]
@@ -36,10 +37,6 @@ def run(unpacked, tmp_path):
         (copy / name).unlink()  # the verdict is re-derived from the evidence
     return copy
 
-
-def failed_ids(run):
-    data = json.loads((run / "verification.json").read_text())
-    return {f["id"] for c in data["checks"] for f in c["findings"] if f["level"] == "error"}
 
 
 def test_the_archive_holds_the_run_as_it_ended(unpacked):

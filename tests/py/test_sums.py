@@ -3,7 +3,6 @@ devices and FIFOs, duplicates, empty or huge files. The inputs check reports eac
 own id and never hashes what lies outside; pin-inputs and the bundle tools refuse the same."""
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -136,19 +135,7 @@ def test_reading_is_bounded_for_huge_endless_and_binary_sums_files(folder, tmp_p
 
 # The inputs check on a real fixture storage root, with SHA256SUMS re-pinned in the profile as
 # an attacker who also controls the profile (or an operator who pinned a bad folder) would.
-@pytest.fixture(scope="module")
-def golden(tmp_path_factory):
-    root = tmp_path_factory.mktemp("golden") / "storage"
-    subprocess.run([sys.executable, str(REPO / "tests/lib/fixture.py"), str(root)], check=True,
-                   capture_output=True)
-    return root
-
-
-@pytest.fixture
-def storage(golden, tmp_path):
-    root = tmp_path / "storage"
-    shutil.copytree(golden, root, symlinks=True)
-    return root
+# (golden and storage: the shared fixture storage root of conftest.py)
 
 
 def profile_path(storage):
