@@ -64,7 +64,7 @@ demo: ## A first look without a GPU: all three moments on a scratch volume, in u
 smoke: ## The main job for real on this machine's one GPU: inputs, Ray, GRPO, SUCCESS
 	dev/smoke.sh "$(SMOKE_ROOT)"
 smoke-2x1: ## The same on two Ray hosts (network namespaces, needs root) sharing GPU 0, NCCL over Socket
-	$(PYTHON) tests/cluster/multihost-smoke.py "$(SMOKE_ROOT)/2x1"
+	$(PYTHON) dev/multihost-smoke.py "$(SMOKE_ROOT)/2x1"
 test: ## Install what tests need (venv, bats, shellcheck), run them all
 	tests/run.sh
 bench: ## Run the benchmarks in bench/ and print their ratios

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "verl" / "two-worker-grpo"))
-from twgrpo import hashing, sums  # noqa: E402
+from twgrpo.formats import hashing, sums  # noqa: E402
 
 
 def main() -> int:

@@ -64,7 +64,7 @@ def write_log(path: Path, size: int) -> None:
 SCAN = """
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from twgrpo import trainlog
+from twgrpo.formats import trainlog
 t = time.perf_counter()
 scan = trainlog.scan_log(sys.argv[2])
 seconds = time.perf_counter() - t

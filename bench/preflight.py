@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "cluster"))
-import netcluster  # noqa: E402
+sys.path.insert(0, str(REPO))
+from dev import netcluster  # noqa: E402
 
 BUNDLE = Path("tools/verl/two-worker-grpo")
 

@@ -60,7 +60,7 @@ pick_root() {
   if [[ -z "$root" ]]; then
     root=$REPO/.demo
     local fstype
-    fstype=$(PYTHONPATH="$REPO/tools/verl/two-worker-grpo" python3 -c 'import sys; from twgrpo.mounts import mount_for; m = mount_for(sys.argv[1]); print(m["fstype"] if m else "")' "$REPO")
+    fstype=$(PYTHONPATH="$REPO/tools/verl/two-worker-grpo" python3 -c 'import sys; from twgrpo.run.mounts import mount_for; m = mount_for(sys.argv[1]); print(m["fstype"] if m else "")' "$REPO")
     [[ "$fstype" != overlay ]] || root=/dev/shm/twgrpo-demo-$(id -u)
   fi
   if [[ -e "$root" ]]; then

@@ -24,9 +24,9 @@ sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
 
 from dev.synth import model, wordproblems  # noqa: E402
 from prep.volume import gsm8k, layout  # noqa: E402
-from twgrpo import hashing, parquet  # noqa: E402
-from twgrpo.findings import UsageError  # noqa: E402
-from twgrpo.profile import load_profile  # noqa: E402
+from twgrpo.formats import hashing, parquet  # noqa: E402
+from twgrpo.run.findings import UsageError  # noqa: E402
+from twgrpo.run.profile import load_profile  # noqa: E402
 
 SEED = 20261202
 CONVERTER = "two-worker-grpo synthetic-gsm8k 1"

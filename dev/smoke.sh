@@ -72,7 +72,7 @@ find_wheel() {
 check_root() {
   mkdir -p "$SMOKE_ROOT"
   local fstype
-  fstype=$(PYTHONPATH="$REPO/tools/verl/two-worker-grpo" python3 -c 'import sys; from twgrpo.mounts import mount_for; m = mount_for(sys.argv[1]); print(m["fstype"] if m else "")' \
+  fstype=$(PYTHONPATH="$REPO/tools/verl/two-worker-grpo" python3 -c 'import sys; from twgrpo.run.mounts import mount_for; m = mount_for(sys.argv[1]); print(m["fstype"] if m else "")' \
     "$SMOKE_ROOT")
   [[ "$fstype" != overlay ]] ||
     die 2 "SMOKE_ROOT $SMOKE_ROOT is on an overlay mount, which the inputs check refuses for storage — set SMOKE_ROOT to a real filesystem, e.g. make smoke SMOKE_ROOT=/dev/shm/two-worker-grpo-smoke"

@@ -31,7 +31,7 @@ SUMS = REPO / "checksums" / "SHA256SUMS"
 RUNTIME_ENV = REPO / "runtime-env.json"
 DEFAULT_JOB_ROOT = "/mnt/verl-reproduction"
 sys.path.insert(0, str(BUNDLE))
-from twgrpo import sums  # noqa: E402  (the one SHA256SUMS reader)
+from twgrpo.formats import sums  # noqa: E402  (the one SHA256SUMS reader)
 
 PIN = re.compile(r"^readonly BUNDLE_SUMS_SHA256=[0-9a-f]{64}$", re.M)
 SKIP_PARTS = {"__pycache__"}

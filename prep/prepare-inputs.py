@@ -35,9 +35,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
 
 from prep.volume import gsm8k, layout, pin  # noqa: E402
-from twgrpo import parquet, sums  # noqa: E402
-from twgrpo.findings import UsageError  # noqa: E402
-from twgrpo.profile import PROFILE_DIR, Profile, load_profile  # noqa: E402
+from twgrpo.formats import parquet, sums  # noqa: E402
+from twgrpo.run.findings import UsageError  # noqa: E402
+from twgrpo.run.profile import PROFILE_DIR, Profile, load_profile  # noqa: E402
 
 CONVERTER = "two-worker-grpo gsm8k-to-verl 1"
 

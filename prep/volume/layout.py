@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict
 
-from twgrpo import hashing, sums
+from twgrpo.formats import hashing, sums
 
 # A fixed identity and date make a commit's hash depend only on the files.
 GIT_ENV = {"GIT_AUTHOR_NAME": "two-worker-grpo", "GIT_AUTHOR_EMAIL": "inputs@two-worker-grpo.invalid",

@@ -5,9 +5,9 @@ import json
 from pathlib import Path
 from typing import Dict
 
-from twgrpo import hashing, parquet, sums
-from twgrpo.inputs import required_files
-from twgrpo.profile import Profile
+from twgrpo.formats import hashing, parquet, sums
+from twgrpo.checks.inputs import required_files
+from twgrpo.run.profile import Profile
 
 from . import layout
 

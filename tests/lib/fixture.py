@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
 from dev.sandbox import install_sandbox  # noqa: E402
 from prep.volume import pin  # noqa: E402
-from twgrpo import hashing  # noqa: E402
-from twgrpo.profile import load_profile  # noqa: E402
+from twgrpo.formats import hashing  # noqa: E402
+from twgrpo.run.profile import load_profile  # noqa: E402
 
 STANDIN = REPO / "tests" / "fixtures" / "verl-standin"
 PROFILE = "test-fixture"

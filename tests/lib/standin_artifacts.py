@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import synthrun
-from twgrpo.profile import load_profile
+from twgrpo.run.profile import load_profile
 
 
 def main(argv) -> int:

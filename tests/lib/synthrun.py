@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence
 
 
 from tbwrite import write_events
-from twgrpo import command
+from twgrpo.run import command
 
 CYAN, RESET = "\x1b[36m", "\x1b[0m"
 TAGS = ["training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr", "critic/score/mean",

@@ -3,7 +3,7 @@ tensorboard's EventAccumulator in tests/py/test_tfevents.py)."""
 import struct
 from pathlib import Path
 
-from twgrpo.tfevents import masked_crc
+from twgrpo.formats.tfevents import masked_crc
 
 
 def _varint(n: int) -> bytes:

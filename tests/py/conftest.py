@@ -1,5 +1,5 @@
 """The one path bootstrap for pytest: the bundle's twgrpo, the repo root (prep/, dev/), and the
-test libraries (tests/lib/, tests/cluster/) become importable; no test touches sys.path."""
+test libraries (tests/lib/) become importable; no test touches sys.path."""
 import shutil
 import subprocess
 import sys
@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-for path in (REPO / "tools" / "verl" / "two-worker-grpo", REPO, REPO / "tests" / "lib",
-             REPO / "tests" / "cluster"):
+for path in (REPO / "tools" / "verl" / "two-worker-grpo", REPO, REPO / "tests" / "lib"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 

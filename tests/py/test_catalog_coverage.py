@@ -3,7 +3,7 @@ test names an id the catalog does not have."""
 import re
 from pathlib import Path
 
-from twgrpo.catalog import CATALOG
+from twgrpo.run.catalog import CATALOG
 
 TESTS = Path(__file__).resolve().parents[1]
 # Any id of a family the catalog has (LAUNCH, INP, PRE, POST, ...): a new family is searched too.

@@ -3,8 +3,8 @@
 what the job runs shows up here and in review."""
 from pathlib import Path
 
-from twgrpo.command import training_command
-from twgrpo.profile import load_profile
+from twgrpo.run.command import training_command
+from twgrpo.run.profile import load_profile
 
 ROOT = "/mnt/verl-reproduction"
 DATA = f"{ROOT}/datasets/huggingface/openai/gsm8k/740312add88f781978c0658806c59bc2815b9866/processed/verl-v0.6.0-v1"

@@ -2,7 +2,7 @@
 import re
 from pathlib import Path
 
-from twgrpo.catalog import CATALOG
+from twgrpo.run.catalog import CATALOG
 from twgrpo.cli import main
 
 REPO = Path(__file__).resolve().parents[2]

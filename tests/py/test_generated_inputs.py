@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from twgrpo import safetensors
+from twgrpo.formats import safetensors
 from twgrpo.cli import main
-from twgrpo.profile import load_profile
+from twgrpo.run.profile import load_profile
 
 REPO = Path(__file__).resolve().parents[2]
 WHEEL = REPO / ".cache" / "wheels" / "verl-0.6.0-py3-none-any.whl"

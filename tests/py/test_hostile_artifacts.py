@@ -13,7 +13,8 @@ from pathlib import Path
 
 import hostile
 import pytest
-from twgrpo import postflight, tfevents, torchzip, trainlog
+from twgrpo.checks import postflight
+from twgrpo.formats import tfevents, torchzip, trainlines, trainlog
 from twgrpo.cli import main
 
 FIXTURE = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run").glob("smoke-*"))
@@ -140,7 +141,7 @@ def test_a_zip_of_many_entries_at_one_offset_is_refused(run, monkeypatch, entrie
 
 
 def test_the_evidence_kept_from_a_log_is_bounded(run, monkeypatch):
-    monkeypatch.setattr(trainlog, "KEEP", 5000)
+    monkeypatch.setattr(trainlines, "KEEP", 5000)
     with open(run / "training.log", "a") as stream:
         stream.writelines(f"saved global_step_{n}\n" for n in range(10_000))
     [found] = postflight_fails_with(run, "POST-E033")

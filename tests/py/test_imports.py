@@ -1,43 +1,85 @@
-"""The verifier's modules import each other without a circle, function-level imports included,
-and only the standard library (ray only inside the cluster probe's preflight)."""
+"""The verifier's layers import one way, its modules import each other without a circle
+(function-level imports included), and only the standard library (ray only in the cluster probe).
+
+The layers, lowest first: formats/ < run/ < checks/ < report/ < the top (cli.py, launch.py).
+A module imports its own layer and the layers below it, never one above.
+"""
 import ast
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Set
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tools" / "verl" / "two-worker-grpo" / "twgrpo"
+LAYERS = ("formats", "run", "checks", "report")
+TOP = len(LAYERS)  # cli.py, launch.py and the package itself
 
 
-def module_names() -> Set[str]:
-    return {path.stem for path in PACKAGE.glob("*.py")}
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    """'run.findings' for run/findings.py, 'checks' for checks/__init__.py, 'cli' for cli.py."""
+    parts = list(path.relative_to(package).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts) or "__init__"
 
 
-def imports_of(path: Path, modules: Set[str]) -> Set[str]:
-    """Every twgrpo module `path` imports, wherever the import statement stands."""
+def modules(package: Path = PACKAGE) -> Dict[str, Path]:
+    return {module_name(path, package): path for path in sorted(package.rglob("*.py"))}
+
+
+def layer(module: str) -> int:
+    if module == "__init__":  # the package itself holds only its docstring (asserted below)
+        return -1
+    first = module.split(".")[0]
+    return LAYERS.index(first) if first in LAYERS else TOP
+
+
+def resolve(current: str, is_package: bool, node: ast.ImportFrom, known: Set[str]) -> Set[str]:
+    """The twgrpo modules one `from ... import ...` statement reaches."""
+    if node.level == 0:
+        parts = (node.module or "").split(".")
+        if parts[0] != "twgrpo":
+            return set()
+        base = parts[1:]
+    else:
+        here = current.split(".") if current != "__init__" else []
+        package_parts = here if is_package else here[:-1]
+        if node.level - 1 > len(package_parts):
+            raise AssertionError(f"{current}: import goes above the package")
+        base = package_parts[:len(package_parts) - (node.level - 1)]
+        base = base + (node.module.split(".") if node.module else [])
     found = set()
+    target = ".".join(base)
+    for alias in node.names:  # `from pkg import mod` names a module; otherwise the target itself
+        sub = f"{target}.{alias.name}" if target else alias.name
+        found.add(sub if sub in known else (target or "__init__"))
+    return found
+
+
+def imports_of(path: Path, known: Set[str], package: Path = PACKAGE) -> Set[str]:
+    """Every twgrpo module `path` imports, wherever the import statement stands."""
+    current = module_name(path, package)
+    found: Set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 0 and node.module and node.module.split(".")[0] == "twgrpo":
-                parts = node.module.split(".")[1:]
-            elif node.level == 1:
-                parts = node.module.split(".") if node.module else []
-            else:
-                continue
-            if parts:
-                found.add(parts[0])
-            else:  # from . import a, b: each name is a module (or the package's own attribute)
-                found |= {alias.name for alias in node.names if alias.name in modules} or {"__init__"}
+            found |= resolve(current, path.name == "__init__.py", node, known)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
                 if parts[0] == "twgrpo":
-                    found.add(parts[1] if len(parts) > 1 else "__init__")
-    return found - {path.stem}
+                    found.add(".".join(parts[1:]) or "__init__")
+    return found - {current}
 
 
-def import_graph() -> Dict[str, Set[str]]:
-    modules = module_names()
-    return {path.stem: imports_of(path, modules) for path in sorted(PACKAGE.glob("*.py"))}
+def import_graph(package: Path = PACKAGE) -> Dict[str, Set[str]]:
+    known = modules(package)
+    return {name: imports_of(path, set(known), package) for name, path in known.items()}
+
+
+def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:
+    """'lower -> higher' for every import that goes up the layers (a package's own
+    __init__ counts as its layer)."""
+    return sorted(f"{name} -> {dep}" for name, deps in graph.items() for dep in deps
+                  if layer(dep) > layer(name))
 
 
 def find_cycle(graph: Dict[str, Set[str]]) -> Optional[List[str]]:
@@ -67,37 +109,66 @@ def find_cycle(graph: Dict[str, Set[str]]) -> Optional[List[str]]:
     return None
 
 
+def plant(root: Path, files: Dict[str, str]) -> Path:
+    package = root / "twgrpo"
+    for name, text in files.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    return package
+
+
 def test_the_cycle_finder_finds_a_circle_through_a_function_level_import(tmp_path):
-    (tmp_path / "a.py").write_text("from . import b\n")
-    (tmp_path / "b.py").write_text("def f():\n    from .c import x\n    return x\n")
-    (tmp_path / "c.py").write_text("import twgrpo.a\n")
-    modules = {"a", "b", "c"}
-    graph = {p.stem: imports_of(p, modules) for p in tmp_path.glob("*.py")}
-    assert graph == {"a": {"b"}, "b": {"c"}, "c": {"a"}}
-    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    package = plant(tmp_path, {"__init__.py": "", "run/__init__.py": "",
+                               "run/a.py": "from . import b\n",
+                               "run/b.py": "def f():\n    from .c import x\n    return x\n",
+                               "run/c.py": "import twgrpo.run.a\n"})
+    graph = import_graph(package)
+    assert graph["run.a"] == {"run.b"} and graph["run.b"] == {"run.c"} and graph["run.c"] == {"run.a"}
+    assert find_cycle(graph) == ["run.a", "run.b", "run.c", "run.a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_a_planted_upward_import_is_found(tmp_path):
+    package = plant(tmp_path, {"__init__.py": "", "formats/__init__.py": "",
+                               "run/__init__.py": "", "checks/__init__.py": "",
+                               "report/__init__.py": "", "report/page.py": "",
+                               "checks/postflight.py": "from ..run import findings\n",
+                               "run/findings.py": "from ..formats import lines\n",
+                               "formats/lines.py": "def f():\n    from ..report.page import x\n",
+                               "cli.py": "from .report import page\n"})
+    graph = import_graph(package)
+    assert upward_imports(graph) == ["formats.lines -> report.page"]
+
+
+def test_the_verifier_has_four_layers_and_no_upward_import():
+    graph = import_graph()
+    assert {"cli", "launch", "checks.preflight", "checks.postflight", "run.runpaths",
+            "run.findings", "formats.trainlog", "report.page"} <= set(graph)
+    assert {name.split(".")[0] for name in graph if "." in name} == set(LAYERS)
+    assert upward_imports(graph) == []
+    assert graph["__init__"] == set()  # so importing the package itself is importing nothing
 
 
 def test_the_verifier_has_no_import_circle():
     graph = import_graph()
-    assert {"cli", "preflight", "postflight", "runpaths", "findings"} <= set(graph)
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
-def test_phase_modules_do_not_import_the_command_line():
-    graph = import_graph()
-    assert [name for name, deps in graph.items() if "cli" in deps] == []
+def test_every_layer_says_what_it_may_import():
+    for name in LAYERS:
+        doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text()))
+        assert doc and "May import:" in doc, name
 
 
 def test_the_verifier_imports_only_the_standard_library_and_ray_in_the_probe():
     stdlib = set(sys.stdlib_module_names)
     outside = {}
-    for path in PACKAGE.glob("*.py"):
+    for name, path in modules().items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
-            for name in names:
-                top = name.split(".")[0]
+            for imported in names:
+                top = imported.split(".")[0]
                 if top not in stdlib and top != "twgrpo":
-                    outside.setdefault(top, set()).add(path.stem)
-    assert outside == {"ray": {"preflight", "probe"}}
+                    outside.setdefault(top, set()).add(name)
+    assert outside == {"ray": {"checks.preflight", "checks.probe"}}

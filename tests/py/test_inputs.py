@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from twgrpo import inputs as twgrpo_inputs
-from twgrpo import parquet
+from twgrpo.checks import inputs as twgrpo_inputs
+from twgrpo.formats import parquet
 from twgrpo.cli import main
 
 REPO = Path(__file__).resolve().parents[2]

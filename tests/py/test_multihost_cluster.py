@@ -1,4 +1,4 @@
-"""Preflight and the whole launcher against a real Ray cluster of separate hosts (tests/cluster/).
+"""Preflight and the whole launcher against a real Ray cluster of separate hosts (dev/netcluster.py).
 
 One 2-node x 2-GPU cluster serves the module; each test plants one fault (a node's GPUs,
 driver, storage, environment or packages, or the shared inputs), runs the bundle's
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-import netcluster
+from dev import netcluster
 
 REASON = netcluster.missing_prerequisites()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"multi-host Ray cluster: {REASON}")
@@ -243,7 +243,7 @@ def test_tampered_model_file(cluster, request):
 
 
 def test_wrong_parquet_row_count(cluster, request):
-    from twgrpo import parquet
+    from twgrpo.formats import parquet
     data = next((cluster.storage / "datasets").rglob("test.parquet")).parent
     original = (data / "test.parquet").read_bytes()
     row = {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "1+1?"}],

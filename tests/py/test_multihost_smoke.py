@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "tests" / "cluster" / "multihost-smoke.py"
+SCRIPT = REPO / "dev" / "multihost-smoke.py"
 spec = importlib.util.spec_from_file_location("multihost_smoke", SCRIPT)
 smoke = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(smoke)
@@ -103,8 +103,8 @@ def test_gpus_are_given_to_hosts(gpus, nodes, per, expected):
 
 
 def test_the_profile_is_two_hosts_of_one_gpu_with_dividing_batches():
-    from twgrpo import sizes
-    from twgrpo.profile import load_profile
+    from twgrpo.checks import sizes
+    from twgrpo.run.profile import load_profile
     profile, base = load_profile("smoke-2x1"), load_profile("smoke-1x1")
     assert (profile.NODES, profile.GPUS_PER_NODE, profile.world_size) == (2, 1, 2)
     assert sizes.check_batch_sizes(profile) == []

@@ -1,13 +1,8 @@
 """What each test-cluster host's processes see: the stub nvidia-smi in a clean environment, or,
 with real GPUs, the machine's own environment and GPU 0 (no root needed: nothing starts)."""
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "cluster"))
-import netcluster  # noqa: E402
+from dev import netcluster
 
 
 def cluster_of_two(tmp_path, stub_gpus, node_envs=None):

@@ -3,7 +3,7 @@ import struct
 
 import pyarrow.parquet as pq
 import pytest
-from twgrpo import parquet
+from twgrpo.formats import parquet
 
 
 def rows(n):

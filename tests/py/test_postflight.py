@@ -10,7 +10,7 @@ import re
 import pytest
 import synthrun
 from twgrpo.cli import main
-from twgrpo.profile import load_profile, with_overrides
+from twgrpo.run.profile import load_profile, with_overrides
 from verification import failed_ids
 
 HOSTS = [{"hostname": f"worker-{i}", "ip": f"10.231.0.{10 + i}"} for i in range(8)]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from tbwrite import event, record
-from twgrpo import tfevents
+from twgrpo.formats import tfevents
 from twgrpo.cli import main
 from verification import failed_ids
 

@@ -9,7 +9,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from twgrpo import tfevents
+from twgrpo.formats import tfevents
 from twgrpo.cli import main
 from verification import failed_ids
 

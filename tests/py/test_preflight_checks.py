@@ -7,9 +7,9 @@ import re
 import sys
 
 import pytest
-from twgrpo import preflight, probe
-from twgrpo.findings import Check, Skip, finding, run_checks
-from twgrpo.profile import load_profile, with_overrides
+from twgrpo.checks import preflight, probe
+from twgrpo.run.findings import Check, Skip, finding, run_checks
+from twgrpo.run.profile import load_profile, with_overrides
 
 ID = "ab" * 28
 
@@ -177,7 +177,7 @@ def test_a_check_declared_before_what_it_needs_is_refused():
 def test_every_phase_declares_its_checks_in_order(module):
     import importlib
     checks = importlib.import_module(f"twgrpo.{module}").CHECKS
-    from twgrpo.findings import order_problems
+    from twgrpo.run.findings import order_problems
     assert order_problems(checks) == []
 
 

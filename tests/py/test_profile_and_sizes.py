@@ -1,8 +1,8 @@
 """Profiles parse strictly; batch sizes are judged as verl 0.6.0 would judge them."""
 import pytest
-from twgrpo import sizes
-from twgrpo.findings import UsageError
-from twgrpo.profile import load_profile, parse_profile_text, with_overrides
+from twgrpo.checks import sizes
+from twgrpo.run.findings import UsageError
+from twgrpo.run.profile import load_profile, parse_profile_text, with_overrides
 
 
 def test_the_default_profile_is_the_tutorials():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import synthrun
 from tbwrite import masked_crc
-from twgrpo import lines, safetensors, tfevents, torchzip
+from twgrpo.formats import lines, safetensors, tfevents, torchzip
 
 FIXTURE = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run").glob("smoke-*"))
 REAL_SHARDS = sorted((FIXTURE / "checkpoints").rglob("*.pt"))

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 import synthrun
 from tbwrite import write_events
-from twgrpo import bounded, humane, runverdict
+from twgrpo.formats import bounded
+from twgrpo.run import humane, runverdict
 from twgrpo.cli import main
-from twgrpo.postflight import REQUIRED_SCALARS
-from twgrpo.profile import load_profile
-from twgrpo.runview import MAX_POINTS, MAX_SAMPLE_CHARS
+from twgrpo.checks.postflight import REQUIRED_SCALARS
+from twgrpo.run.profile import load_profile
+from twgrpo.report.runview import MAX_POINTS, MAX_SAMPLE_CHARS
 
 FIXTURE = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run").glob("smoke-*"))
 
@@ -191,7 +192,7 @@ def test_charts_stay_bounded_on_a_long_run(run, capsys):
 
 
 def test_values_past_the_readers_memory_bound_are_a_finding_not_a_silent_cut(run, capsys, monkeypatch):
-    from twgrpo import tfevents
+    from twgrpo.formats import tfevents
     monkeypatch.setattr(tfevents, "MAX_VALUES", 10)
     _, out, text = report(run, capsys)
     assert "(RPT-E005)" in out and "were not read: the charts end early" in text

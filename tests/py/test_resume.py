@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import synthrun
-from twgrpo import command
+from twgrpo.run import command
 from twgrpo.cli import main
-from twgrpo.profile import load_profile, with_overrides
+from twgrpo.run.profile import load_profile, with_overrides
 
 HOSTS = [{"hostname": "worker-0", "ip": "10.231.0.10"}]
 PROFILE = "smoke-1x1"

@@ -7,7 +7,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from twgrpo import command, trainlog
+from twgrpo.run import command
+from twgrpo.formats import trainlog
 from twgrpo.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real-resume-run"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import synthrun
-from twgrpo import runfolder
+from twgrpo.run import runfolder
 from twgrpo.cli import main
-from twgrpo.profile import load_profile
-from twgrpo.records import RecordError, write_json, write_new_text
+from twgrpo.run.profile import load_profile
+from twgrpo.run.records import RecordError, write_json, write_new_text
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "tools/verl/two-worker-grpo"

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from twgrpo import hashing, sums
+from twgrpo.formats import hashing, sums
 
 REPO = Path(__file__).resolve().parents[2]
 VERIFY = REPO / "tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py"
@@ -220,7 +220,7 @@ def test_an_oversized_sums_file_is_unreadable_not_a_hang(storage):
 
 def test_pin_inputs_refuses_an_unsafe_folder_and_writes_no_profile(storage, tmp_path):
     from prep.volume import pin
-    from twgrpo.profile import load_profile
+    from twgrpo.run.profile import load_profile
     profile = load_profile(str(profile_path(storage)))
     pins = pin.read_pins(profile, storage)  # the fixture itself pins
     assert pins["MODEL_SUMS_SHA256"] == hashing.sha256_file(model(storage) / "SHA256SUMS")

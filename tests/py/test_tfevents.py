@@ -3,7 +3,7 @@ import math
 
 import pytest
 from tbwrite import event, record, write_events
-from twgrpo import tfevents
+from twgrpo.formats import tfevents
 
 summary_pb2 = pytest.importorskip("tensorboard.compat.proto.summary_pb2")
 event_pb2 = pytest.importorskip("tensorboard.compat.proto.event_pb2")

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 import synthrun
-from twgrpo import trainlog
+from twgrpo.formats import trainlog
 
 REAL_LOG = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run").glob("smoke-*")) / "training.log"
 HOSTS = [{"hostname": f"worker-{i}", "ip": f"10.231.0.{10 + i}"} for i in range(8)]

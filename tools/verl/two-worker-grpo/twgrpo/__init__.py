@@ -1,5 +1,15 @@
 """The two-worker GRPO bundle's verifier: standard library only.
 
-Every check is a function ``check_<thing>(ctx) -> list[Finding]``; all checks of a phase
-run and are reported. ``ray`` is imported only inside the cluster probe (preflight).
+Four layers, one folder each; a layer imports only the layers below it (tests/py/test_imports.py
+holds the order):
+
+    formats/  byte-format readers: parquet, TFRecord, torch.save zips, safetensors, logs, sums
+    run/      the run model: profile, findings and their catalog, run folder, records, verdict
+    checks/   the phases' checks: inputs, preflight (Ray probes), training's resume, postflight
+    report/   what people read: the HTML page, its SVG, the text summary, the runs listing
+
+cli.py (the command line) and launch.py (what the launcher asks for) sit on top and may import
+any layer. Every check is a function ``check_<thing>(ctx) -> list[Finding]``; all checks of a
+phase run and are reported. ``ray`` is imported only inside the cluster probe (checks/probe.py,
+checks/preflight.py).
 """

@@ -11,12 +11,14 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from . import inputs, launch, postflight, preflight, report, runs
-from .catalog import markdown_table
-from .findings import EXIT_FAILED, EXIT_USAGE, UsageError
-from .profile import Profile, load_profile, with_overrides
-from .records import RecordError
-from .runpaths import RUN_FILES, recorded_profile, run_folder
+from .checks import inputs, postflight, preflight
+from . import launch
+from .report import runs, summary
+from .run.catalog import markdown_table
+from .run.findings import EXIT_FAILED, EXIT_USAGE, UsageError
+from .run.profile import Profile, load_profile, with_overrides
+from .run.records import RecordError
+from .run.runpaths import RUN_FILES, recorded_profile, run_folder
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -132,7 +134,7 @@ def list_runs(args: argparse.Namespace, profile: Optional[Profile]) -> int:
 
 
 HANDLERS = {"inputs": inputs.main, "preflight": preflight.main, "postflight": postflight.main,
-            "report": report.main, "runs": list_runs, "paths": launch.paths, "env": launch.env,
+            "report": summary.main, "runs": list_runs, "paths": launch.paths, "env": launch.env,
             "command": launch.training_command, "runtime-env": launch.runtime_env,
             "record-run": launch.record_run, "catalog": print_catalog,
             "resume": launch.resume}

@@ -11,12 +11,12 @@ import socket
 import sys
 from typing import List
 
-from . import command
-from .findings import UsageError, utc_now
-from .profile import Profile, with_overrides
-from .records import write_json
-from .runfolder import refuse_symlinked
-from .runpaths import recorded_profile, run_dir
+from .run import command
+from .run.findings import UsageError, utc_now
+from .run.profile import Profile, with_overrides
+from .run.records import write_json
+from .run.runfolder import refuse_symlinked
+from .run.runpaths import recorded_profile, run_dir
 
 
 def _write_nul(items: List[str]) -> int:
@@ -48,14 +48,15 @@ def env(args: argparse.Namespace, profile: Profile) -> int:
 
 def training_command(args: argparse.Namespace, profile: Profile) -> int:
     """From the run's own record when there is one: its SAVE_FREQ and its resume lineage."""
-    from . import resume
+    from .checks.resume import read_record
+    from .checks.resumed import recorded_step
     record = run_dir(args.storage_root, args.run_id) / "run.json"
     resume_step = None
     if record.is_file():
         profile = recorded_profile(record)
         try:
-            lineage = resume.read_record(record).get("resume")
-            resume_step = None if lineage is None else resume.recorded_step(lineage)
+            lineage = read_record(record).get("resume")
+            resume_step = None if lineage is None else recorded_step(lineage)
         except (OSError, ValueError) as exc:
             raise UsageError(f"{record}: cannot read the run's resume record ({exc})")
     return _write_nul(command.training_command(profile, args.storage_root, args.run_id, resume_step))
@@ -63,7 +64,7 @@ def training_command(args: argparse.Namespace, profile: Profile) -> int:
 
 def resume(args: argparse.Namespace, profile: Profile) -> int:
     """The resume phase (RESUME_FROM), with the profile this run recorded (its SAVE_FREQ)."""
-    from . import resume as phase
+    from .checks import resume as phase
     record = run_dir(args.storage_root, args.run_id) / "run.json"
     return phase.main(args, recorded_profile(record) if record.is_file() else profile)
 

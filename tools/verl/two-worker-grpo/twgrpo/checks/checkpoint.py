@@ -5,8 +5,8 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import lines, torchzip
-from .findings import Finding, finding, mismatch
+from ..formats import lines, torchzip
+from ..run.findings import Finding, finding, mismatch
 
 SHARD_KINDS = ("model", "optim", "extra_state")
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import List
 
-from .findings import Finding, finding
-from .profile import Profile
+from ..run.findings import Finding, finding
+from ..run.profile import Profile
 
 
 def check_batch_sizes(profile: Profile) -> List[Finding]:

@@ -15,14 +15,17 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-from . import humane, sizes
-from .command import FIXED_ENV
-from .findings import Check, Finding, Skip, UsageError, finding, mismatch
-from .phase import run_phase
+from ..run import humane
+from . import sizes
+from ..run.command import FIXED_ENV
+from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch
+from ..run.phase import run_phase
+from .node_reports import (check_shared_storage, check_gpus, check_driver_version, check_storage_mount,
+                           check_nccl_env, check_rollout_engine, check_node_inputs, check_same_inputs, check_same_packages)
 from .probe import probe_node
-from .profile import ROLLOUT_ENGINES, Profile
-from .records import read_json, write_text
-from .runpaths import run_folder
+from ..run.profile import ROLLOUT_ENGINES, Profile
+from ..run.records import write_text
+from ..run.runpaths import run_folder
 
 NODE_ID = re.compile(r"^[0-9a-f]{56}$")
 
@@ -176,135 +179,6 @@ def received(ctx: PreflightContext, ordinal: int, report: Dict[str, Any]) -> Lis
         return [mismatch("PRE-E016", ctx.node_name(ordinal), "node the probe ran on",
                          report["expected_node_id"], report["node_id"])]
     return []
-
-
-def check_shared_storage(ctx: PreflightContext) -> List[Finding]:
-    found = []
-    for ordinal, report in ctx.answered():
-        name = ctx.node_name(ordinal)
-        if not report["sentinel_ok"]:
-            found.append(finding("PRE-E017", name, "the node cannot read the sentinel the driver "
-                                 f"wrote to {ctx.run_dir / 'shared-storage-sentinel'}"))
-        marker = ctx.run_dir / "preflight-nodes" / f"node-{ordinal}.json"
-        try:
-            seen = read_json(marker)
-            ok = seen.get("node_id") == report["node_id"] and seen.get("token") == ctx.token
-        except (OSError, ValueError, AttributeError):
-            ok = False
-        if not ok:
-            found.append(finding("PRE-E018", name, f"the driver cannot read back {marker} "
-                                 f"({report.get('marker_error') or 'absent or foreign'})"))
-    return found
-
-
-def check_gpus(ctx: PreflightContext) -> List[Finding]:
-    found = []
-    for ordinal, report in ctx.answered():
-        name, query = ctx.node_name(ordinal), report["gpu_query"]
-        if "error" in query:
-            found.append(finding("PRE-E019", name, query["error"]))
-            continue
-        gpus = query["gpus"]
-        if len(gpus) != ctx.profile.GPUS_PER_NODE:
-            found.append(mismatch("PRE-E020", name, "GPUs listed by nvidia-smi",
-                                  ctx.profile.GPUS_PER_NODE, len(gpus)))
-        wrong = sorted({g["name"] for g in gpus if g["name"] != ctx.profile.GPU_MODEL})
-        if ctx.profile.GPU_MODEL != "*" and wrong:
-            found.append(mismatch("PRE-E021", name, "GPU model", ctx.profile.GPU_MODEL,
-                                  ", ".join(wrong)))
-    return found
-
-
-def _version(text: str) -> tuple:
-    numbers = [int(part) for part in text.split(".")]
-    return tuple(numbers + [0] * (3 - len(numbers)))
-
-
-def check_driver_version(ctx: PreflightContext) -> List[Finding]:
-    found = []
-    for ordinal, report in ctx.answered():
-        for driver in sorted({g["driver"] for g in report["gpu_query"].get("gpus", [])}):
-            if _version(driver) < _version(ctx.profile.MIN_DRIVER):
-                found.append(finding("PRE-E022", ctx.node_name(ordinal),
-                                     f"NVIDIA driver {driver} is older than {ctx.profile.MIN_DRIVER}",
-                                     expected=f">= {ctx.profile.MIN_DRIVER}", actual=driver))
-    return found
-
-
-def check_storage_mount(ctx: PreflightContext) -> List[Finding]:
-    found = []
-    known = [(ordinal, report["mount"]) for ordinal, report in ctx.answered() if report.get("mount")]
-    if not known:
-        raise Skip("no node could read its mountinfo, so no mount can be judged")
-    for ordinal, mount in known:
-        if mount.get("fstype") == "overlay" or "ro" in mount.get("options", "").split(","):
-            found.append(finding("PRE-E023", ctx.node_name(ordinal),
-                                 f"storage mount {mount.get('target')} is {mount.get('fstype')} "
-                                 f"({mount.get('options')})", mount=mount))
-    return found
-
-
-def check_nccl_env(ctx: PreflightContext) -> List[Finding]:
-    found = []
-    for ordinal, report in ctx.answered():
-        value = report["env"].get("NCCL_IB_DISABLE")
-        if value != "1":
-            found.append(mismatch("PRE-E024", ctx.node_name(ordinal), "NCCL_IB_DISABLE", "1",
-                                  "unset" if value is None else repr(value)))
-    return found
-
-
-def check_rollout_engine(ctx: PreflightContext) -> List[Finding]:
-    module = ROLLOUT_ENGINES[ctx.profile.ROLLOUT_ENGINE]
-    return [finding("PRE-E025", ctx.node_name(ordinal), f"ROLLOUT_ENGINE={ctx.profile.ROLLOUT_ENGINE}"
-                    f" needs the module {module}, which is not importable there")
-            for ordinal, report in ctx.answered() if not report["engine_importable"]]
-
-
-def check_node_inputs(ctx: PreflightContext) -> List[Finding]:
-    found = []
-    for ordinal, report in ctx.answered():
-        for item in report["inputs"]["findings"]:
-            found.append(Finding(item["id"], f"{ctx.node_name(ordinal)}: {item['obj']}",
-                                 item["message"], item["hint"], item["evidence"]))
-    return found
-
-
-def _identity(report: Dict[str, Any]) -> Dict[str, Any]:
-    evidence = report["inputs"]["evidence"]
-    return {key: evidence.get(key) for key in ("verl_commit", "verl_clean", "model_sums_sha256",
-                                                "data_sums_sha256", "parquet_rows")}
-
-
-def check_same_inputs(ctx: PreflightContext) -> List[Finding]:
-    answered = ctx.answered(at_least=2)
-    first_ordinal, first = answered[0]
-    return [mismatch("PRE-E028", ctx.node_name(ordinal), f"inputs seen (vs {ctx.node_name(first_ordinal)})",
-                     _identity(first), _identity(report))
-            for ordinal, report in answered[1:] if _identity(report) != _identity(first)]
-
-
-def check_same_packages(ctx: PreflightContext) -> List[Finding]:
-    answered = ctx.answered(at_least=2)
-    found = []
-    base_ordinal, base = answered[0]
-    base_name = ctx.node_name(base_ordinal)
-    for ordinal, report in answered[1:]:
-        name = ctx.node_name(ordinal)
-        py_base = {k: base["python"][k] for k in ("version", "implementation")}
-        py_here = {k: report["python"][k] for k in ("version", "implementation")}
-        if py_here != py_base:
-            found.append(mismatch("PRE-E027", name, f"Python (vs {base_name})", py_base, py_here))
-        for package, ident in sorted(report["packages"].items()):
-            want = base["packages"].get(package, {})
-            if ident.get("version") != want.get("version"):
-                found.append(mismatch("PRE-E026", name, f"{package} version (vs {base_name})",
-                                      want.get("version") or "absent",
-                                      ident.get("version") or "absent"))
-            elif ident.get("origin") != want.get("origin"):
-                found.append(mismatch("PRE-W001", name, f"{package} location (vs {base_name})",
-                                      want.get("origin"), ident.get("origin")))
-    return found
 
 
 CONNECTED = ("ray-connection",)

@@ -7,7 +7,7 @@ checkpoint checks. The lineage (earlier RUN_ID, step, every checkpoint file's sh
 chain of runs before it) goes into the new run's run.json; verl then loads that checkpoint
 (trainer.resume_mode=resume_path). The earlier run's folder is only read, never written.
 
-Postflight judges a resumed run with check_resumed_run: verl loaded that checkpoint, trained
+Postflight judges a resumed run in resumed.py: verl loaded that checkpoint, trained
 steps N+1..target and no earlier step, and the checkpoint still has the recorded hashes.
 """
 from __future__ import annotations
@@ -16,16 +16,17 @@ import argparse
 import dataclasses
 import json
 import os
-import shlex
 import socket
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional
 
-from . import checkpoint, command, hashing, tfevents
-from .findings import (Check, CheckResult, Finding, Skip, UsageError, finding, mismatch, phase_record,
+from . import checkpoint
+from ..run import command
+from ..formats import hashing
+from ..run.findings import (Check, CheckResult, Finding, Skip, UsageError, finding, mismatch, phase_record,
                        print_findings, run_checks, verdict)
-from .profile import NAME, Profile
-from .records import write_json
+from ..run.profile import NAME, Profile
+from ..run.records import write_json
 
 # Checkpoint frequency may differ between the runs of a chain; every other value may not.
 MAY_DIFFER = {"SAVE_FREQ"}
@@ -286,134 +287,3 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
                                                  resume_from=args.resume_from,
                                                  evidence=ctx.evidence, lineage=lineage))
     return code
-
-
-def lineage_in(run_dir: Path) -> Union[None, Dict[str, Any], str]:
-    """The lineage in a run's run.json: None for a fresh run, a text saying why it is unusable."""
-    if not os.path.lexists(run_dir / "run.json"):
-        return None  # postflight's other checks report the missing record's consequences
-    try:
-        lineage = read_record(run_dir / "run.json").get("resume")
-    except (OSError, ValueError) as exc:
-        return f"cannot read run.json ({exc})"
-    if lineage is None:
-        return None
-    try:
-        recorded_step(lineage)
-    except ValueError as exc:
-        return str(exc)
-    return lineage
-
-
-def recorded_step(lineage: Any) -> Tuple[str, int]:
-    """(earlier RUN_ID, step) from a lineage record; ValueError if it is malformed."""
-    if not isinstance(lineage, dict):
-        raise ValueError("the resume record is not an object")
-    earlier, step = lineage.get("from_run_id"), lineage.get("step")
-    if not isinstance(earlier, str) or not NAME.match(earlier) or isinstance(step, bool) or \
-            not isinstance(step, int) or step < 1:
-        raise ValueError(f"the resume record names run {earlier!r} at step {step!r}")
-    return earlier, step
-
-
-# --- postflight: was the resumed run what its lineage says ---------------------------------
-
-def check_resumed_run(ctx) -> List[Finding]:
-    """Postflight's check of a resumed run (ctx: postflight's context); a fresh run passes."""
-    lineage = ctx.lineage
-    if lineage is None:
-        ctx.evidence["resume"] = None
-        return []
-    if isinstance(lineage, str):  # unusable: lineage_in says why
-        return [finding("POST-E060", str(ctx.run_dir / "run.json"), lineage)]
-    earlier, step = recorded_step(lineage)
-    expected = ctx.run_dir.parent / earlier / "checkpoints" / f"global_step_{step}"  # a sibling
-    found = []
-    found += _loaded_checkpoint(ctx, earlier, step)
-    found += _continued_steps(ctx, step)
-    found += _resolved_resume(ctx, earlier, step)
-    found += _checkpoint_unchanged(ctx, expected, lineage.get("files"))
-    ctx.evidence["resume"] = {"from_run_id": earlier, "step": step, "chain": lineage.get("chain"),
-                              "checkpoint": str(expected)}
-    return found
-
-
-def _suffix(earlier: str, step: int) -> str:
-    return f"/{earlier}/checkpoints/global_step_{step}"
-
-
-def _loaded_checkpoint(ctx, earlier: str, step: int) -> List[Finding]:
-    scan = ctx.scan()
-    loads = scan.checkpoint_loads
-    want = _suffix(earlier, step)
-    if not loads:
-        return [finding("POST-E061", "training.log", "no 'Load from checkpoint folder:' line: "
-                        f"verl did not load {earlier}'s global_step_{step}")]
-    wrong = [(n, p) for n, p in loads if not p.rstrip("/").endswith(want)]
-    if wrong or len(loads) > 1:
-        return [finding("POST-E061", f"training.log:{(wrong or loads)[0][0]}", "verl loaded "
-                        f"{', '.join(p for _, p in loads[:3])}; expected one load of ...{want}")]
-    shards = [p for _, _, p in scan.shard_loads if f"{want}/actor/" not in p]
-    if shards:
-        return [finding("POST-E061", "training.log", f"a rank loaded {shards[0]}, not a shard of "
-                        f"...{want}")]
-    world = ctx.world_size
-    models = {p.rsplit("/", 1)[-1] for _, kind, p in scan.shard_loads if kind == "model"}
-    missing = [r for r in range(world) if f"model_world_size_{world}_rank_{r}.pt" not in models]
-    if missing:
-        return [finding("POST-E061", "training.log", f"no 'Loaded model from' line for rank(s) "
-                        f"{missing[:8]}: those ranks did not load the checkpoint")]
-    ctx.evidence["resume_loads"] = {"folder_line": loads[0][0], "shards": len(scan.shard_loads)}
-    return []
-
-
-def _continued_steps(ctx, step: int) -> List[Finding]:
-    metric = sorted(ctx.scan().metric_steps)
-    want = list(range(step + 1, ctx.steps + 1))
-    found = []
-    if metric != want:
-        found.append(mismatch("POST-E062", "training.log", "training steps (step:N lines)",
-                              f"{step + 1}..{ctx.steps}", metric or "none"))
-    scalars = tfevents.load_scalars(ctx.run_dir / "tensorboard")
-    logged = sorted(scalars.values.get("training/global_step", {}))
-    if logged != want:
-        found.append(mismatch("POST-E063", str(ctx.run_dir / "tensorboard"),
-                              "training/global_step steps", f"{step + 1}..{ctx.steps}",
-                              logged or "none"))
-    return found
-
-
-def _resolved_resume(ctx, earlier: str, step: int) -> List[Finding]:
-    path = ctx.run_dir / "resolved-command.txt"
-    try:
-        argv = shlex.split(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return [finding("POST-E064", str(path), f"unreadable: {exc}")]
-    given = dict(arg.split("=", 1) for arg in argv if "=" in arg)
-    found = []
-    if given.get("trainer.resume_mode") != "resume_path":
-        found.append(mismatch("POST-E064", str(path), "trainer.resume_mode", "resume_path",
-                              given.get("trainer.resume_mode", "absent")))
-    if not given.get("trainer.resume_from_path", "").endswith(_suffix(earlier, step)):
-        found.append(mismatch("POST-E064", str(path), "trainer.resume_from_path",
-                              f"...{_suffix(earlier, step)}",
-                              given.get("trainer.resume_from_path", "absent")))
-    return found
-
-
-def _checkpoint_unchanged(ctx, step_dir: Path, files: Any) -> List[Finding]:
-    if not isinstance(files, dict) or not files:
-        return [finding("POST-E060", str(ctx.run_dir / "run.json"), "the resume record lists no "
-                        "checkpoint files")]
-    if not step_dir.is_dir():
-        return [finding("POST-E065", str(step_dir), "the earlier run's checkpoint is gone; the "
-                        "lineage cannot be checked")]
-    try:
-        now = checkpoint_hashes(step_dir)
-    except (OSError, ValueError) as exc:
-        return [finding("POST-E065", str(step_dir), f"cannot hash: {exc}")]
-    changed = sorted(k for k in set(files) | set(now) if files.get(k) != now.get(k))
-    if changed:
-        return [finding("POST-E065", str(step_dir), f"{len(changed)} files differ from the hashes "
-                        f"recorded at resume: {', '.join(changed[:3])}")]
-    return []

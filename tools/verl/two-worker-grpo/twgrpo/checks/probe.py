@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import inputs
-from .findings import run_checks
-from .mounts import mount_for
-from .profile import parse_profile_text
-from .records import write_json
+from ..run.findings import run_checks
+from ..run.mounts import mount_for
+from ..run.profile import parse_profile_text
+from ..run.records import write_json
 
 PACKAGES = {  # distribution -> import name
     "torch": "torch", "ray": "ray", "transformers": "transformers", "sglang": "sglang",

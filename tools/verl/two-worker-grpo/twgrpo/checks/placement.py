@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Tuple
 
-from .findings import Finding, finding, mismatch
-from .trainlog import InitEvent, LogScan
+from ..run.findings import Finding, finding, mismatch
+from ..formats.trainlog import InitEvent, LogScan
 
 
 def communicators(scan: LogScan, world: int) -> Dict[str, Dict[int, Dict[str, List[InitEvent]]]]:

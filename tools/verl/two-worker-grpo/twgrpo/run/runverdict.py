@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from . import bounded
+from ..formats import bounded
 
 PHASE_RECORDS = (("inputs", "inputs.json"), ("preflight", "preflight.json"),
                  ("postflight", "verification.json"))

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional
 
 from .findings import UsageError
 
-BUNDLE_DIR = Path(__file__).resolve().parent.parent
+BUNDLE_DIR = Path(__file__).resolve().parents[2]  # twgrpo/run/profile.py -> the bundle folder
 PROFILE_DIR = BUNDLE_DIR / "profiles"
 DEFAULT_PROFILE = "tutorial-2x2-a100"
 
@@ -163,7 +163,7 @@ def refuse_unlisted(path: Path) -> None:
     listing = BUNDLE_DIR / "SHA256SUMS"
     if path.resolve().parent != PROFILE_DIR or not listing.is_file():
         return
-    from . import hashing, sums
+    from ..formats import hashing, sums
     name = f"profiles/{path.name}"
     digest = sums.read(listing).entries.get(name)
     if digest is None:

@@ -8,20 +8,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import bounded, tfevents
-from .findings import Finding, finding
-from .humane import parse_time
-from .postflight import REQUIRED_SCALARS
-from .runverdict import PHASE_RECORDS, Verdict, failed_fields, latest_verdict
+from ..formats import bounded, tfevents
+from ..run.findings import Finding, finding
+from ..run.humane import parse_time
+from ..checks.postflight import REQUIRED_SCALARS
+from ..run.runverdict import PHASE_RECORDS, Verdict, latest_verdict
+from .timeline import Phase, phases_of
 
-LAUNCHER_PREFIX = b"run-two-worker-grpo-v1: phase "
-LAUNCHER_LINE = re.compile(r"^run-two-worker-grpo-v1: phase ([a-z]+) (started (\S+)|ended with "
-                           r"status (\d+) after (\d+) s)$")
 KEY_SCALARS = REQUIRED_SCALARS + ("critic/rewards/mean", "response_length/mean", "actor/entropy",
                                   "actor/pg_clipfrac", "actor/ppo_kl", "perf/throughput",
                                   "timing_s/step")
@@ -32,18 +29,6 @@ MAX_SAMPLE_CHARS = 600   # characters of a prompt or response shown
 MAX_ROLLOUT_ROWS = 20000  # rows read per rollout file for its score summary
 MAX_FINDINGS = 200
 MAX_EVENT_BYTES = 512 << 20  # TensorBoard files read for charts, all files together
-
-
-@dataclasses.dataclass
-class Phase:
-    name: str
-    status: str = "not run"      # passed, failed, running, not run, or exit N for training
-    started: str = ""
-    seconds: Optional[int] = None
-    exit_status: Optional[int] = None
-    checks: int = 0
-    failed_checks: List[str] = dataclasses.field(default_factory=list)
-    checked_at: str = ""
 
 
 @dataclasses.dataclass
@@ -102,50 +87,6 @@ def _finding_from_json(data: Any) -> Optional[Finding]:
         return None
     return Finding(str(data.get("id", "?")), str(data.get("obj", "")), str(data.get("message", "")),
                    str(data.get("hint", "")))
-
-
-def phase_timeline(run_dir: Path, problems: List[Finding]) -> Dict[str, Phase]:
-    """Each launcher phase's start, duration and exit status, from driver.log's own lines."""
-    phases: Dict[str, Phase] = {}
-    try:
-        for line in bounded.lines_starting(run_dir / "driver.log", LAUNCHER_PREFIX):
-            match = LAUNCHER_LINE.match(line)
-            if not match:
-                continue
-            phase = phases.setdefault(match.group(1), Phase(match.group(1)))
-            if match.group(3):
-                phase.started, phase.status = match.group(3), "running"
-            else:
-                phase.exit_status, phase.seconds = int(match.group(4)), int(match.group(5))
-                phase.status = "passed" if phase.exit_status == 0 else f"exit {phase.exit_status}"
-    except bounded.Unreadable as exc:
-        problems.append(finding("RPT-E003", "driver.log", f"{exc}: no phase timeline"))
-        return phases
-    if not phases:
-        problems.append(finding("RPT-E003", "driver.log", "holds no 'phase ... started' line"))
-    return phases
-
-
-def phases_of(run_dir: Path, records: Dict[str, Dict[str, Any]],
-              problems: List[Finding]) -> List[Phase]:
-    timeline = phase_timeline(run_dir, problems)
-    failed = failed_fields(run_dir) or {}
-    result = []
-    for name in ("inputs", "preflight", "training", "postflight"):
-        phase = timeline.get(name, Phase(name))
-        record = records.get(name, {})
-        checks = record.get("checks") if isinstance(record.get("checks"), list) else []
-        if record:
-            phase.checks = len(checks)
-            phase.failed_checks = [str(c.get("name")) for c in checks
-                                   if isinstance(c, dict) and c.get("status") == "failed"]
-            phase.checked_at = str(record.get("checked_at", ""))
-            if record.get("status") in ("passed", "failed"):
-                phase.status = record["status"]  # the latest record is the latest word
-        if phase.status == "running" and failed.get("phase") == name:
-            phase.status = f"stopped (exit {failed.get('exit_status', '?')})"
-        result.append(phase)
-    return result
 
 
 def _ordered_tags(tags: List[str]) -> List[str]:

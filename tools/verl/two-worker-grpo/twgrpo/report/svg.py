@@ -9,7 +9,7 @@ import html
 import re
 from typing import Any, Dict, List, Sequence, Tuple
 
-from .humane import number, plural
+from ..run.humane import number, plural
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
 INK, MUTED, GRID, LINE, OK, BAD = "#1f2933", "#616e7c", "#e4e7eb", "#2563eb", "#15803d", "#b91c1c"

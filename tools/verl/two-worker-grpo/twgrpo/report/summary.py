@@ -6,12 +6,13 @@ import os
 from pathlib import Path
 from typing import List, Optional
 
-from . import bounded, page, runview
-from .findings import UsageError, utc_now
-from .humane import duration, number, printable, topology, when
-from .profile import Profile
-from .records import write_text
-from .runpaths import run_folder
+from ..formats import bounded
+from . import page, runview
+from ..run.findings import UsageError, utc_now
+from ..run.humane import duration, number, printable, topology, when
+from ..run.profile import Profile
+from ..run.records import write_text
+from ..run.runpaths import run_folder
 
 REPORT_NAME = "report.html"
 

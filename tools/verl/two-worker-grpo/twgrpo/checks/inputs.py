@@ -13,11 +13,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import hashing, parquet, safetensors, sums
-from .findings import Check, Finding, Skip, UsageError, finding, mismatch
-from .mounts import mount_for
-from .phase import run_phase
-from .profile import Profile
+from ..formats import hashing, parquet, safetensors, sums
+from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch
+from ..run.mounts import mount_for
+from ..run.phase import run_phase
+from ..run.profile import Profile
 
 
 @dataclasses.dataclass

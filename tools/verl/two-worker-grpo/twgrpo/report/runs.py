@@ -10,13 +10,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from . import bounded
-from .findings import UsageError
-from .humane import duration, parse_time, printable, when
-from .profile import NAME as RUN_ID
-from .runview import LAUNCHER_LINE
-from .runpaths import run_dir
-from .runverdict import latest_verdict
+from ..formats import bounded
+from ..run.findings import UsageError
+from ..run.humane import duration, parse_time, printable, when
+from ..run.profile import NAME as RUN_ID
+from .timeline import LAUNCHER_LINE
+from ..run.runpaths import run_dir
+from ..run.runverdict import latest_verdict
 
 
 def _end_time(run_dir: Path):

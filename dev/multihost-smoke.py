@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Summary: The smoke run across two Ray hosts that share one GPU machine (make smoke-2x1).
 
-Usage: tests/cluster/multihost-smoke.py SMOKE_DIR [--profile smoke-2x1]
+Usage: dev/multihost-smoke.py SMOKE_DIR [--profile smoke-2x1]
 
-The tutorial's cross-node chain for real: the test cluster's hosts (tests/cluster/netcluster.py:
+The tutorial's cross-node chain for real: the test cluster's hosts (dev/netcluster.py:
 a network, UTS and mount namespace each, joined by a bridge; `ray start --node-ip-address`),
 each `ray start --num-gpus=G` with the machine's real nvidia-smi. With fewer GPUs than NODES x
 GPUS_PER_NODE and one GPU a host, every host gets GPU 0: NCCL accepts two ranks on one GPU when
@@ -32,13 +32,13 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 BUNDLE_REL = Path("tools/verl/two-worker-grpo")
 sys.path.insert(0, str(REPO / BUNDLE_REL))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import netcluster  # noqa: E402
-from twgrpo.findings import UsageError  # noqa: E402
-from twgrpo.profile import load_profile  # noqa: E402
+sys.path.insert(0, str(REPO))
+from dev import netcluster  # noqa: E402
+from twgrpo.run.findings import UsageError  # noqa: E402
+from twgrpo.run.profile import load_profile  # noqa: E402
 
 PROG = "multihost-smoke"
 VERL_WHEEL_NAME = "verl-0.6.0-py3-none-any.whl"

@@ -34,7 +34,7 @@ try:  # pure Python netlink: no iproute2 needed, so the GPU machine runs the sam
 except ImportError:  # missing_prerequisites() says so
     IPRoute = netns = None
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 STUBS = REPO / "tests" / "stubs"
 SUBNET = "10.231.0"
 GCS_PORT = 6379

@@ -8,24 +8,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import math
-import re
-import shlex
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
-from . import checkpoint, humane, lines, placement, resume, tfevents, trainlog
-from .command import training_command
-from .findings import Check, Finding, Skip, UsageError, finding, mismatch, utc_now
-from .phase import run_phase
-from .profile import Profile
-from .records import write_json, write_new_text
-from .runpaths import run_folder
+from . import checkpoint, placement, resumed
+from .command_record import check_resolved_command, small_json
+from .rollouts import check_rollouts
+from ..run import humane
+from ..formats import lines, tfevents, trainlog
+from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch, utc_now
+from ..run.phase import run_phase
+from ..run.profile import Profile
+from ..run.records import write_json, write_new_text
+from ..run.runpaths import run_folder
 
 REQUIRED_SCALARS = ("training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr",
                     "critic/score/mean")
-MAX_ROLLOUT_ROW = 4 << 20  # a row is a prompt and a response; a longer one is not parsed
 
 
 @dataclasses.dataclass
@@ -37,7 +35,7 @@ class PostflightContext:
     world_size: int
     evidence: Dict[str, Any] = dataclasses.field(default_factory=dict)
     placement_record: Dict[str, Any] = dataclasses.field(default_factory=dict)
-    lineage: Any = None  # a resumed run's record (twgrpo/resume.py); None for a fresh run
+    lineage: Any = None  # a resumed run's record (resumed.py); None for a fresh run
     _scan: Optional[trainlog.LogScan] = None
     _preflight: Optional[Dict[str, Any]] = None
 
@@ -61,11 +59,6 @@ class PostflightContext:
         if self._preflight is None:
             self._preflight = small_json(self.run_dir / "preflight.json")
         return self._preflight
-
-
-def small_json(path: Path) -> Any:
-    """A JSON record of the run folder, read with a size bound (OSError, ValueError)."""
-    return json.loads(lines.read_small(path))
 
 
 def check_training_log(ctx: PostflightContext) -> List[Finding]:
@@ -110,71 +103,6 @@ def check_completion_markers(ctx: PostflightContext) -> List[Finding]:
     ctx.evidence["completion"] = {"validated_line": scan.validated_line,
                                   "total_steps": sorted(scan.total_steps),
                                   "global_steps": sorted(scan.global_steps)[-10:]}
-    return found
-
-
-# The overrides that fix the run's topology, size, engine and where its artifacts go.
-JUDGED_OVERRIDES = (
-    "trainer.nnodes", "trainer.n_gpus_per_node", "trainer.total_training_steps",
-    "data.train_batch_size", "actor_rollout_ref.rollout.n", "actor_rollout_ref.rollout.name",
-    "actor_rollout_ref.actor.strategy", "+ray_kwargs.ray_init.address",
-    "+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR",
-    "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_IB_DISABLE",
-    "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_DEBUG",
-    "trainer.default_local_dir", "trainer.rollout_data_dir",
-)
-# Stands for the storage root in the expected command when run.json does not name it.
-ANY_ROOT = "/\0storage-root"
-
-
-def overrides(argv: List[str]) -> Dict[str, str]:
-    return dict(arg.split("=", 1) for arg in argv if "=" in arg)
-
-
-def expected_overrides(profile: Profile, run_id: str, storage_root: Optional[str]) -> Dict[str, str]:
-    """key -> value, from the very command the launcher runs (command.training_command)."""
-    argv = training_command(profile, Path(storage_root or ANY_ROOT), run_id)
-    return {key: value for key, value in overrides(argv).items() if key in JUDGED_OVERRIDES}
-
-
-def override_matches(want: str, have: Optional[str]) -> bool:
-    if have is None:
-        return False
-    if ANY_ROOT not in want:
-        return have == want
-    # The job's mount path is unknown here: any absolute path may stand for the storage root.
-    pattern = re.escape(want).replace(re.escape(ANY_ROOT), "/.*")
-    return re.fullmatch(pattern, have, re.S) is not None
-
-
-def recorded_storage_root(run_dir: Path) -> Optional[str]:
-    try:
-        root = small_json(run_dir / "run.json").get("storage_root")
-    except (OSError, ValueError, AttributeError, RecursionError):
-        return None
-    return root if isinstance(root, str) and root.startswith("/") else None
-
-
-def check_resolved_command(ctx: PostflightContext) -> List[Finding]:
-    path = ctx.run_dir / "resolved-command.txt"
-    try:
-        argv = shlex.split(lines.read_small(path))
-    except OSError as exc:
-        return [finding("POST-E006", str(path), f"cannot read: {exc.strerror}")]
-    except ValueError as exc:
-        return [finding("POST-E006", str(path), f"not a shell-quoted command: {exc}")]
-    given = overrides(argv)
-    found = []
-    if argv[:3] != ["python3", "-m", "verl.trainer.main_ppo"]:
-        found.append(mismatch("POST-E006", str(path), "command", "python3 -m verl.trainer.main_ppo",
-                              " ".join(argv[:3])))
-    root = recorded_storage_root(ctx.run_dir)
-    for key, want in expected_overrides(ctx.profile, ctx.run_id, root).items():
-        have = given.get(key)
-        if not override_matches(want, have):
-            found.append(mismatch("POST-E006", str(path), key,
-                                  want.replace(ANY_ROOT, "<storage root>"), have or "absent"))
-    ctx.evidence["resolved_command_overrides"] = len(argv) - 3
     return found
 
 
@@ -236,87 +164,6 @@ def check_tensorboard(ctx: PostflightContext) -> List[Finding]:
     return found
 
 
-def _rollout_row_problem(row: Any, step: int) -> Optional[str]:
-    if not isinstance(row, dict):
-        return "not a JSON object"
-    if not isinstance(row.get("input"), str) or not row["input"]:
-        return "input is missing or empty"
-    if not isinstance(row.get("output"), str):
-        return "output is missing"
-    score = row.get("score")
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
-        return f"score {score!r} is not a finite number"
-    if row.get("step") != step:
-        return f"step {row.get('step')!r}, expected {step}"
-    return None
-
-
-class _Notes(list):
-    """The first few notes, and how many there were."""
-    count = 0
-
-    def append(self, note: str) -> None:
-        self.count += 1
-        if len(self) < 3:
-            super().append(note)
-
-
-def _rollout_file(path: Path, step: int) -> Tuple[int, "_Notes", List[Finding], List[float]]:
-    """(rows, bad-row notes, over-long-row findings, [min, max] score) of one rollout file,
-    read line by line in bounded memory."""
-    rows, bad, long_rows, low_high = 0, _Notes(), [], []
-    for line in lines.read_lines(path, MAX_ROLLOUT_ROW):
-        if line.data is None:
-            rows += 1
-            if len(long_rows) < 3:
-                long_rows.append(finding("POST-E031", f"{path} line {line.number}",
-                                         f"row of {line.length} bytes at byte {line.offset}: longer than "
-                                         f"{MAX_ROLLOUT_ROW} bytes, not read", offset=line.offset))
-            continue
-        if not line.data.strip():
-            continue
-        rows += 1
-        try:
-            text = line.data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            bad.append(f"line {line.number}: not UTF-8 at byte {line.offset + exc.start}")
-            continue
-        try:
-            row = json.loads(text)
-        except ValueError as exc:
-            bad.append(f"line {line.number}: not JSON ({exc})")
-            continue
-        problem = _rollout_row_problem(row, step)
-        if problem:
-            bad.append(f"line {line.number}: {problem}")
-        else:
-            score = float(row["score"])
-            low_high = [min(low_high[0], score), max(low_high[1], score)] if low_high else [score, score]
-    return rows, bad, long_rows, low_high
-
-
-def check_rollouts(ctx: PostflightContext) -> List[Finding]:
-    expected = ctx.profile.TRAIN_BATCH_SIZE * ctx.profile.ROLLOUT_N
-    found, summary = [], {}
-    for step in range(ctx.first_step, ctx.steps + 1):
-        path = ctx.run_dir / "rollouts" / f"{step}.jsonl"
-        try:
-            rows, bad, long_rows, low_high = _rollout_file(path, step)
-        except OSError as exc:
-            found.append(finding("POST-E018", str(path), f"cannot read: {exc.strerror}"))
-            continue
-        if rows != expected:
-            found.append(mismatch("POST-E019", str(path), "rows (train_batch_size x rollout.n)",
-                                  expected, rows))
-        found += long_rows
-        if bad:
-            found.append(finding("POST-E020", str(path), f"{bad.count} bad rows: " + "; ".join(bad)))
-        summary[str(step)] = {"rows": rows, "score_min": low_high[0] if low_high else None,
-                              "score_max": low_high[1] if low_high else None}
-    ctx.evidence["rollouts"] = summary
-    return found
-
-
 def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
     steps = ctx.steps
     found, evidence = checkpoint.step_findings(ctx.run_dir, steps, ctx.world_size)
@@ -344,7 +191,7 @@ CHECKS = [
     Check("tensorboard-scalars", check_tensorboard),
     Check("rollouts", check_rollouts),
     Check("checkpoint", check_checkpoint),
-    Check("resume", resume.check_resumed_run, needs=LOGGED),
+    Check("resume", resumed.check_resumed_run, needs=LOGGED),
 ]
 
 
@@ -355,7 +202,7 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
                          "(make runs lists them)")
     world = args.world_size or profile.world_size
     ctx = PostflightContext(profile, run_dir, run_id, args.training_log or run_dir / "training.log", world)
-    ctx.lineage = resume.lineage_in(run_dir)
+    ctx.lineage = resumed.lineage_in(run_dir)
     header = (f"run {run_id}, profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
               f"{humane.plural(profile.TARGET_STEPS, 'step')}")
