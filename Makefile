@@ -58,13 +58,15 @@ runs: ## List every run under PREP_ROOT: RUN_ID, start, duration, profile, verdi
 	@$(VERIFY) runs --storage-root="$(PREP_ROOT)"
 
 ##@ Development
-.PHONY: demo smoke smoke-2x1 test bench
+.PHONY: demo smoke smoke-2x1 findings-doc test bench
 demo: ## A first look without a GPU: all three moments on a scratch volume, in under a minute
 	dev/demo.sh "$(DEMO_ROOT)"
 smoke: ## The main job for real on this machine's one GPU: inputs, Ray, GRPO, SUCCESS
 	dev/smoke.sh "$(SMOKE_ROOT)"
 smoke-2x1: ## The same on two Ray hosts (network namespaces, needs root) sharing GPU 0, NCCL over Socket
 	$(PYTHON) dev/multihost-smoke.py "$(SMOKE_ROOT)/2x1"
+findings-doc: ## Regenerate docs/findings.md from the finding catalog
+	$(VERIFY) catalog --page > docs/findings.md
 test: ## Install what tests need (venv, bats, shellcheck), run them all
 	tests/run.sh
 bench: ## Run the benchmarks in bench/ and print their ratios

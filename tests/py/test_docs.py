@@ -11,10 +11,17 @@ BUNDLE = REPO / "tools" / "verl" / "two-worker-grpo"
 ID = re.compile(r"\b(?:LAUNCH|GEN|INP|PRE|POST|RPT|RES)-[EW]\d{3}\b")
 
 
-def test_readme_troubleshooting_table_is_the_catalog(capsys):
-    main(["catalog"])
-    table = capsys.readouterr().out
-    assert table in README, "run verify-two-worker-grpo-v1.py catalog and paste it into README.md"
+def test_docs_findings_is_the_catalog(capsys):
+    main(["catalog", "--page"])
+    page = capsys.readouterr().out
+    assert "| `LAUNCH-E000` |" in page
+    assert (REPO / "docs" / "findings.md").read_text(encoding="utf-8") == page, \
+        "docs/findings.md differs from the catalog: run make findings-doc"
+
+
+def test_readme_links_the_finding_table_and_does_not_copy_it():
+    assert "docs/findings.md" in README
+    assert "| `LAUNCH-E000` |" not in README
 
 
 def test_every_id_the_code_raises_is_in_the_catalog_and_every_catalog_id_is_raised():

@@ -30,7 +30,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=37d1042e9522229b641b3d8eb060e9c2fdc8649094f5d967047cb30ac6dbbb78
+readonly BUNDLE_SUMS_SHA256=9d55f5e53402ceba7cb699d81f1b867757e2e736e1600c756e92b2cdafaaefcd
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too

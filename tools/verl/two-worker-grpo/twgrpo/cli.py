@@ -14,7 +14,7 @@ from typing import List, Optional
 from .checks import inputs, postflight, preflight
 from . import launch
 from .report import runs, summary
-from .run.catalog import markdown_table
+from .run.catalog import markdown_page, markdown_table
 from .run.findings import EXIT_FAILED, EXIT_USAGE, UsageError
 from .run.profile import Profile, load_profile, with_overrides
 from .run.records import RecordError
@@ -96,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", required=True)
     p.add_argument("--resume-from", required=True, help="the earlier, preempted run's RUN_ID")
 
-    sub.add_parser("catalog", help="print every finding id with its fix (markdown table)")
+    p = sub.add_parser("catalog", help="print every finding id with its fix (markdown table)")
+    p.add_argument("--page", action="store_true", help="the whole docs/findings.md page")
     return parser
 
 
@@ -125,7 +126,7 @@ def profile_for(args: argparse.Namespace) -> Profile:
 
 
 def print_catalog(args: argparse.Namespace, profile: Optional[Profile]) -> int:
-    sys.stdout.write(markdown_table())
+    sys.stdout.write(markdown_page() if args.page else markdown_table())
     return 0
 
 
