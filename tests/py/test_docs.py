@@ -39,3 +39,9 @@ def test_every_make_target_the_readme_names_exists():
     named = set(re.findall(r"\bmake ([a-z][a-z0-9-]+)", README))
     assert named - targets == set()
     assert {"smoke", "test"} <= named
+
+
+def test_readme_is_short_and_links_the_detail():
+    assert len(README.splitlines()) <= 250
+    for page in ("docs/phases.md", "docs/development.md", "docs/findings.md"):
+        assert page in README and (REPO / page).is_file()
