@@ -13,7 +13,7 @@ from pathlib import Path
 
 import hostile
 import pytest
-from twgrpo.checks import postflight
+from twgrpo.checks import postflight, rollouts
 from twgrpo.formats import tfevents, torchzip, trainlines, trainlog
 from twgrpo.cli import main
 
@@ -115,7 +115,7 @@ def test_invalid_utf8_in_a_rollout_row_names_file_and_offset(run):
 
 
 def test_an_over_long_rollout_row_is_a_finding(run, monkeypatch):
-    monkeypatch.setattr(postflight, "MAX_ROLLOUT_ROW", 1 << 20)
+    monkeypatch.setattr(rollouts, "MAX_ROLLOUT_ROW", 1 << 20)
     hostile.huge_rollout_row(run, 4 << 20)
     [found] = postflight_fails_with(run, "POST-E031")
     assert found["obj"].endswith("1.jsonl line 8")

@@ -176,7 +176,7 @@ def test_a_check_declared_before_what_it_needs_is_refused():
 @pytest.mark.parametrize("module", ["inputs", "preflight", "postflight"])
 def test_every_phase_declares_its_checks_in_order(module):
     import importlib
-    checks = importlib.import_module(f"twgrpo.{module}").CHECKS
+    checks = importlib.import_module(f"twgrpo.checks.{module}").CHECKS
     from twgrpo.run.findings import order_problems
     assert order_problems(checks) == []
 
