@@ -143,6 +143,9 @@ CATALOG = {
     "RPT-E005": ("TensorBoard scalars cannot be charted", "See postflight's POST-E014..E017 for the event files; charts need readable events.out.tfevents.* under tensorboard/."),
     "RPT-E006": ("no rollout samples can be shown", "See postflight's POST-E018..E020; samples come from rollouts/<step>.jsonl."),
     "RPT-E007": ("the run has no verdict yet", "If the job has ended, its Driver was stopped before it could write FAILED: run make postflight RUN_ID=... to judge what it left."),
+    "RPT-E020": ("a record's field has the wrong type or is out of range", "The page leaves those fields out. Records are written by the bundle: re-run make postflight RUN_ID=... to rewrite verification.json and actor-placement.json; inputs.json, preflight.json and run.json come only from the run itself."),
+    "RPT-E021": ("driver.log holds malformed launcher phase lines", "The launcher writes 'phase NAME started <UTC time>' and 'phase NAME ended with status N after S s'; other lines that look like them were written by something else and are left out of the timeline."),
+    "RPT-E022": ("more checkpoint shard files than the page lists", "The page lists the first shard files it finds; postflight's checkpoint check judges the step it needs."),
 }
 
 
