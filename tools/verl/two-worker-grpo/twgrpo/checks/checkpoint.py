@@ -1,11 +1,10 @@
 """Checkpoint shards without torch: each must be a whole archive laid out as torch.save writes."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..formats import lines, torchzip
+from ..formats import bounded, lines, torchzip
 from ..run.findings import Finding, finding, mismatch
 
 SHARD_KINDS = ("model", "optim", "extra_state")
@@ -28,7 +27,7 @@ def shard_problem(path: Path) -> Optional[Tuple[str, str]]:
 
 
 def _small_json(path: Path) -> Any:
-    return json.loads(lines.read_small(path))
+    return bounded.loads(lines.read_small(path))
 
 
 def step_findings(run_dir: Path, step: int, world: int) -> Tuple[List[Finding], Dict[str, Any]]:

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 from . import checkpoint, placement, resumed
 from .command_record import check_resolved_command, small_json
 from .rollouts import check_rollouts
-from ..run import humane
+from ..run import humane, typed
 from ..formats import lines, tfevents, trainlog
 from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch, utc_now
 from ..run.phase import run_phase
@@ -111,10 +111,11 @@ def check_inputs_record(ctx: PostflightContext) -> List[Finding]:
     path = ctx.run_dir / "inputs.json"
     try:
         status = small_json(path).get("status")
-    except (OSError, ValueError, AttributeError, RecursionError) as exc:
+    except (OSError, ValueError, AttributeError) as exc:
         return [finding("POST-E041", str(path), f"cannot read the inputs record ({exc})")]
     if status != "passed":
-        return [finding("POST-E041", str(path), f"inputs status is {status!r}, not 'passed'")]
+        return [finding("POST-E041", str(path), f"inputs status is {typed.shown(status)}, "
+                        "not 'passed'")]
     return []
 
 
@@ -124,10 +125,18 @@ def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
     except (OSError, ValueError, RecursionError) as exc:
         return [finding("POST-E007", str(ctx.run_dir / "preflight.json"),
                         f"cannot read preflight.json ({exc}); ranks cannot be mapped to nodes")]
-    found = []
+    if not isinstance(preflight, dict):
+        return [finding("POST-E090", str(ctx.run_dir / "preflight.json"), f"holds {typed.kind(preflight)}, "
+                        "not a JSON object: ranks cannot be mapped to nodes")]
+    wrong = typed.Problems()
+    preflight = typed.conform(preflight, typed.PLACING_PREFLIGHT, "", wrong)
+    found = [finding("POST-E090", str(ctx.run_dir / "preflight.json"), "left out, of the wrong "
+                     f"type: {'; '.join(wrong)}" + (f" (and {wrong.count - len(wrong)} more)"
+                                                     if wrong.count > len(wrong) else ""))
+             ] if wrong.count else []
     if preflight.get("status") != "passed":
         found.append(finding("POST-E007", "preflight.json", f"preflight status is "
-                             f"{preflight.get('status')!r}, not 'passed'"))
+                             f"{typed.shown(preflight.get('status'))}, not 'passed'"))
     problems, record = placement.place_ranks(ctx.scan(), preflight, ctx.world_size,
                                              ctx.profile.NODES, ctx.profile.GPUS_PER_NODE)
     found += problems

@@ -50,7 +50,8 @@ def open_regular(path: Union[str, Path]) -> Tuple[BinaryIO, os.stat_result]:
         raise
 
 
-def _open(path: Path) -> Tuple[BinaryIO, os.stat_result]:
+def open_checked(path: Path) -> Tuple[BinaryIO, os.stat_result]:
+    """open_regular, its failures as Unreadable ('missing', 'not a regular file', ...)."""
     try:
         return open_regular(path)
     except FileNotFoundError:
@@ -113,7 +114,7 @@ def files_under(folder: Path, prefix: str, most: int,
 
 def read_bytes(path: Path, limit: int = RECORD_LIMIT) -> bytes:
     """The whole of a regular file of at most limit bytes (the size is checked before reading)."""
-    stream, info = _open(path)
+    stream, info = open_checked(path)
     with stream:
         if info.st_size > limit:
             raise Unreadable(f"{info.st_size} bytes, more than the {limit} a record may have")
@@ -185,7 +186,7 @@ def read_object(path: Path, limit: int = RECORD_LIMIT) -> dict:
 
 def lines(path: Path, max_lines: int, line_limit: int = LINE_LIMIT) -> Iterator[str]:
     """The first max_lines lines, each cut to line_limit bytes (the rest of a long line skipped)."""
-    stream, _ = _open(path)
+    stream, _ = open_checked(path)
     with stream:
         count = 0
         while count < max_lines:
@@ -201,9 +202,10 @@ def lines(path: Path, max_lines: int, line_limit: int = LINE_LIMIT) -> Iterator[
             yield line.decode("utf-8", "replace").rstrip("\r\n")
 
 
-def tail_lines(path: Path, nbytes: int = 256 << 10) -> list:
-    """The whole lines in the last nbytes of a file (the first, partial one dropped)."""
-    stream, info = _open(path)
+def tail_lines(path: Path, nbytes: int = 256 << 10, prefix: bytes = b"") -> list:
+    """The whole lines in the last nbytes of a file (the first, partial one dropped); with a
+    prefix, only the lines that start with it (found with bytes.find, not line by line)."""
+    stream, info = open_checked(path)
     try:
         with stream:
             if info.st_size > nbytes:
@@ -211,15 +213,26 @@ def tail_lines(path: Path, nbytes: int = 256 << 10) -> list:
             data = stream.read(nbytes)
     except OSError as exc:
         raise Unreadable(f"cannot read: {exc.strerror}")
-    found = data.decode("utf-8", "replace").splitlines()
-    return found[1:] if info.st_size > nbytes else found
+    if info.st_size > nbytes:
+        data = data[data.find(b"\n") + 1:] if b"\n" in data else b""
+    if not prefix:
+        return data.decode("utf-8", "replace").splitlines()
+    found, start, needle = [], 0, b"\n" + prefix
+    data = b"\n" + data
+    while True:
+        start = data.find(needle, start)
+        if start < 0:
+            return found
+        end = data.find(b"\n", start + 1)
+        found.append(data[start + 1:end if end >= 0 else len(data)].decode("utf-8", "replace").rstrip("\r"))
+        start = start + 1
 
 
 def lines_starting(path: Path, prefix: bytes, chunk: int = 4 << 20, longest: int = 8192) -> Iterator[str]:
     """Every line that starts with prefix, found with bytes.find in big blocks: a 1 GiB log is
     read at disk speed, and memory stays at one block (longer lines than `longest` are skipped)."""
     needle = b"\n" + prefix
-    stream, _ = _open(path)
+    stream, _ = open_checked(path)
     with stream:
         carry = b"\n"  # the file starts at a line start
         while True:

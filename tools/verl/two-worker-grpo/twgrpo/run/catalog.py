@@ -134,6 +134,7 @@ CATALOG = {
     "POST-E063": ("TensorBoard steps do not continue from the checkpoint", "training/global_step must be logged for steps N+1..target only: TENSORBOARD_DIR must be this run's own."),
     "POST-E064": ("the resolved command lacks the resume overrides", "Run the bundle's launcher with RESUME_FROM unchanged: it adds trainer.resume_mode=resume_path and the checkpoint path."),
     "POST-E065": ("the earlier run's checkpoint differs from the hashes recorded at resume", "The checkpoint the run started from was changed or removed afterwards: the lineage cannot be proved."),
+    "POST-E090": ("preflight.json cannot map ranks to nodes: not an object, or its workers have fields of the wrong type", "preflight.json comes only from the run's preflight phase: the record was damaged or written by something else; the run cannot be verified from it."),
     "POST-W001": ("a TensorBoard file ends in a cut-off record", "Usually the writer was stopped mid-write; earlier records are intact and were used."),
     # The report (make report): what could not be read, so the page shows a gap, not a guess
     "RPT-E001": ("run.json is missing or unreadable", "The launcher writes run.json first: check RUN_ID and PREP_ROOT; for a run started another way, set PROFILE= to the profile it used."),

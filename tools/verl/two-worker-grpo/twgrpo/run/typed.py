@@ -13,6 +13,7 @@ that needed it to turn into a finding). A spec is:
     {key: spec, ...}        an object whose named fields, where present, have their spec; other
                             fields are kept as they are (nothing uses them)
     Map(spec)               an object whose every value has spec (at most MAX_ITEMS)
+    Need(spec)              (a field of an object spec) without it the object is dropped
     ANY                     anything
 """
 from __future__ import annotations
@@ -37,6 +38,14 @@ class Map:
         self.spec = spec
 
 
+class Need:
+    """A field an object cannot do without: when it is missing or does not fit, the whole
+    object is dropped (a worker without a hostname cannot place a rank)."""
+
+    def __init__(self, spec: Any):
+        self.spec = spec
+
+
 def utc_time(stamp: Any) -> Optional[datetime]:
     """A UTC time written by the bundle ('...Z' or '...+00:00'), else None: no other zone, no
     year outside 2000..2199 (so a duration added to it can never overflow)."""
@@ -52,7 +61,7 @@ def utc_time(stamp: Any) -> Optional[datetime]:
     return parsed.replace(microsecond=int((match.group(7) or ".0")[1:].ljust(6, "0")))
 
 
-def _kind(value: Any) -> str:
+def kind(value: Any) -> str:
     if isinstance(value, bool):
         return "true/false"
     if isinstance(value, (int, float)):
@@ -76,8 +85,8 @@ def _wanted(spec: Any) -> str:
     return names.get(spec, "something else")
 
 
-def _shown(value: Any) -> str:
-    text = repr(value) if not isinstance(value, (list, dict)) else _kind(value)
+def shown(value: Any) -> str:
+    text = repr(value) if not isinstance(value, (list, dict)) else kind(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -110,7 +119,7 @@ class Problems(list):
 def conform(value: Any, spec: Any, where: str, problems: List[str]) -> Any:
     """value held to spec (see the module's docstring); None when it does not fit at all."""
     if not _fits(value, spec):
-        problems.append(f"{where} is {_shown(value)}, not {_wanted(spec)}")
+        problems.append(f"{where} is {shown(value)}, not {_wanted(spec)}")
         return None
     if isinstance(spec, list):
         kept = []
@@ -134,12 +143,19 @@ def conform(value: Any, spec: Any, where: str, problems: List[str]) -> Any:
     if isinstance(spec, dict):
         result = dict(value)
         for key, sub in spec.items():
+            needed = isinstance(sub, Need)
+            sub = sub.spec if needed else sub
+            name = f"{where}.{key}" if where else key
             if key in result:
-                item = conform(result[key], sub, f"{where}.{key}" if where else key, problems)
+                item = conform(result[key], sub, name, problems)
                 if item is None:
                     del result[key]
                 else:
                     result[key] = item
+            if needed and key not in result:
+                if key not in value:
+                    problems.append(f"{name} is missing")
+                return None
         return result
     return value
 
@@ -166,6 +182,9 @@ ACTOR = {"rank": int, "node_id": str, "node_ip": str, "hostname": str, "pid": in
          "cuda_dev": ANY, "connected_peer_ranks": int, "nccl_transport": str,
          "rdma_disabled": bool}
 PLACEMENT = {"status": str, "actors": [ACTOR]}
+# What postflight's rank placement needs of preflight.json (checks/placement.py).
+PLACED_WORKER = {"hostname": Need(str), "node_id": Need(str), "node_ip": Need(str)}
+PLACING_PREFLIGHT = {"status": str, "workers": [PLACED_WORKER]}
 VERIFICATION = {**PHASE, "evidence": {"checkpoint": {"shards": Map(int), "path": str}}}
 RUN = {"run_id": str, "started_at": UTC, "driver_host": str, "driver_pid": int,
        "storage_root": str, "training_command": [str],
