@@ -30,7 +30,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=59a9652f188f8a645226629e2d2efc2257b2e74bef6f33b523900ea68a71b750
+readonly BUNDLE_SUMS_SHA256=f1f7208a566e69e64d4a14d52ed3e49c81fca11599a26130af0d2d16587ab4ce
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too

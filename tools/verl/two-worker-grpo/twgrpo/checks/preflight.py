@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from ..run import humane
-from . import sizes
+from . import rayimport, sizes
 from ..run.command import FIXED_ENV
 from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch
 from ..run.phase import run_phase
@@ -73,7 +73,7 @@ def check_batch_sizes(ctx: PreflightContext) -> List[Finding]:
 
 def check_ray_connection(ctx: PreflightContext) -> List[Finding]:
     try:
-        import ray
+        ray = rayimport.import_ray()  # after the standard library: PYTHONPATH, the user site
     except ImportError as exc:
         return [finding("PRE-E010", "driver", f"cannot import ray: {exc}")]
     try:

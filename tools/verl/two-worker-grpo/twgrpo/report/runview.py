@@ -204,23 +204,23 @@ def checkpoint_shards(run_dir: Path, evidence: Dict[str, Any],
     root = run_dir / "checkpoints"
     seen = 0
     for step_dir in bounded.first_entries(root, "global_step_", MAX_SHARDS):
-        for path in bounded.first_entries(step_dir / "actor", "", MAX_SHARDS - seen + 1):
+        for path in bounded.first_entries(step_dir / "actor", "", 8 * MAX_SHARDS):
             if path.suffix != ".pt":
                 continue
-            seen += 1
-            if seen > MAX_SHARDS:
+            if seen == MAX_SHARDS:
                 problems.append(finding("RPT-E022", "checkpoints/", f"more than {MAX_SHARDS} "
                                         "shard files: the first found are listed"))
                 break
+            seen += 1
             rel = str(path.relative_to(run_dir))
             if rel not in shards:
                 try:
                     shards[rel] = (bounded.regular(path).st_size, "not verified")
                 except bounded.Unreadable as exc:
                     shards[rel] = (None, str(exc))
-        if seen > MAX_SHARDS:
+        if problems and problems[-1].id == "RPT-E022":
             break
-    return [(name, *shards[name]) for name in sorted(shards)]
+    return [(name, *shards[name]) for name in sorted(shards)[:MAX_SHARDS]]
 
 
 def collect_findings(records: Dict[str, Dict[str, Any]], own: List[Finding]):
