@@ -19,10 +19,12 @@ RECORD_LIMIT = 16 << 20  # the bundle's JSON records are kilobytes; 64 nodes sta
 LINE_LIMIT = 1 << 20     # longer lines are cut (and read past) rather than held whole
 MAX_DEPTH = 32           # nesting levels of a JSON text; the bundle's records use fewer than 8
 MAX_INT_DIGITS = 19      # a JSON integer's digits: every count, size and step fits in 64 bits
+MEMORY = 64 << 20        # what reading one JSON text may cost, estimated from its bytes (cost())
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_ESCAPE = re.compile(rb"\\.", re.S)
+_QUOTED = re.compile(rb'"[^"]*"')
 _OPENERS = bytes.maketrans(b"{}", b"[]")
-_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_NOT_STRUCTURE = bytes(c for c in range(256) if c not in b'[]{}"')
 
 
 class Unreadable(Exception):
@@ -132,13 +134,16 @@ def read_text(path: Path, limit: int = RECORD_LIMIT) -> str:
 
 
 def depth(data: bytes, most: int = MAX_DEPTH) -> int:
-    """The nesting depth of a JSON text, measured on its bytes without recursion: strings are
-    dropped, every bracket becomes [ or ], and each pass removes the innermost pairs. Returns
-    most + 1 when it is deeper than most; -1 when the brackets do not pair up."""
+    """The nesting depth of a JSON text, measured on its bytes without recursion: escapes and
+    then strings are dropped, every bracket becomes [ or ], and each pass removes the innermost
+    pairs. Returns most + 1 when it is deeper than most; -1 when the brackets do not pair up."""
     openers = data.count(b"[") + data.count(b"{")
     if openers <= most:
         return openers  # no deeper than the count of openers (json.loads judges the rest)
-    brackets = _STRING.sub(b"", data).translate(_OPENERS, _NOT_BRACKETS)
+    if b"\\" in data:
+        data = _ESCAPE.sub(b"", data)
+    quoted = data.translate(_OPENERS, _NOT_STRUCTURE)  # '"', '[' and ']' only: a small text
+    brackets = _QUOTED.sub(b"", quoted).replace(b'"', b"")
     for level in range(most):
         if not brackets:
             return level
@@ -149,6 +154,16 @@ def depth(data: bytes, most: int = MAX_DEPTH) -> int:
     return most + 1 if brackets else most
 
 
+def cost(data: bytes) -> int:
+    """An upper estimate of the memory json.loads needs for data, from its bytes alone: the text
+    three times over (bytes, str, the strings parsed), an object or list for every bracket, and a
+    value for every comma and colon (inside strings too: the estimate only errs upward). A 4 MiB
+    record of `[{},{},...]` costs some 100 MiB to parse, one of long strings 12 MiB."""
+    containers = data.count(b"[") + data.count(b"{")
+    values = data.count(b",") + data.count(b":") + 1
+    return 3 * len(data) + 72 * containers + 56 * values
+
+
 def _int(text: str) -> int:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
         raise ValueError(f"an integer of {len(text.lstrip('-'))} digits (at most "
@@ -156,10 +171,14 @@ def _int(text: str) -> int:
     return int(text)
 
 
-def loads(data: Union[bytes, str], max_depth: int = MAX_DEPTH) -> Any:
+def loads(data: Union[bytes, str], max_depth: int = MAX_DEPTH, memory: int = MEMORY) -> Any:
     """JSON from text or bytes, bounded: ValueError if it is not JSON, nests deeper than
-    max_depth, or holds an integer longer than MAX_INT_DIGITS."""
+    max_depth, would cost more than `memory` bytes to hold (cost()), or holds an integer longer
+    than MAX_INT_DIGITS."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if cost(raw) > memory:
+        raise ValueError(f"{len(raw)} bytes holding about {cost(raw) >> 20} MiB of values, more "
+                         f"than the {memory >> 20} MiB a record may take to read")
     levels = depth(raw, max_depth)
     if levels > max_depth:
         raise ValueError(f"nested more than {max_depth} levels deep")
@@ -169,16 +188,16 @@ def loads(data: Union[bytes, str], max_depth: int = MAX_DEPTH) -> Any:
     return json.loads(text, parse_int=_int)
 
 
-def read_json(path: Path, limit: int = RECORD_LIMIT) -> Any:
+def read_json(path: Path, limit: int = RECORD_LIMIT, memory: int = MEMORY) -> Any:
     data = read_bytes(path, limit)
     try:
-        return loads(data)
+        return loads(data, memory=memory)
     except ValueError as exc:  # bad UTF-8 too
         raise Unreadable(f"not JSON ({exc})")
 
 
-def read_object(path: Path, limit: int = RECORD_LIMIT) -> dict:
-    data = read_json(path, limit)
+def read_object(path: Path, limit: int = RECORD_LIMIT, memory: int = MEMORY) -> dict:
+    data = read_json(path, limit, memory)
     if not isinstance(data, dict):
         raise Unreadable(f"a JSON {type(data).__name__}, not an object")
     return data

@@ -20,6 +20,7 @@ LAUNCHER_LINE = re.compile(r"^run-two-worker-grpo-v1: phase ([a-z]+) (started (\
                            r"status (\d+) after (\d+) s)$", re.ASCII)
 PHASES = ("resume", "inputs", "preflight", "training", "postflight")  # what the launcher runs
 MAX_SECONDS = 10 ** 9  # a phase's duration, in seconds (about 31 years)
+_NAME_AT = len(LAUNCHER_PREFIX)
 
 
 class BadLine(ValueError):
@@ -73,6 +74,9 @@ def phase_timeline(run_dir: Path, problems: List[Finding]) -> Dict[str, Phase]:
     bad, first = 0, ""
     try:
         for line in bounded.lines_starting(run_dir / "driver.log", LAUNCHER_PREFIX):
+            if line[_NAME_AT:line.find(" ", _NAME_AT)] not in PHASES:  # cheap: no regex, no raise
+                bad, first = bad + 1, first or f"unknown phase: {line}"
+                continue
             try:
                 parsed = phase_line(line)
             except BadLine as exc:

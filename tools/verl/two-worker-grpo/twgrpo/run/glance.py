@@ -15,9 +15,9 @@ from typing import Any, Dict, Sequence
 from ..formats import bounded
 from . import typed
 
-HEAD = 16 << 10
+WHOLE = 16 << 10  # read and parsed whole up to this size (a one-node preflight.json is 8 KiB)
+HEAD = 8 << 10    # larger records: only their ends are searched, never parsed
 TAIL = 64 << 10
-WHOLE = HEAD + TAIL
 _SCALAR = rb'("(?:[^"\\\n]|\\.){0,256}"|-?\d{1,19}|true|false|null)'
 
 
@@ -44,8 +44,7 @@ def fields(path: Path, names: Sequence[str], specs: Dict[str, Any]) -> Dict[str,
     with stream:
         try:
             if info.st_size <= WHOLE:
-                data = stream.read(WHOLE + 1)
-                ends = [data]
+                ends = [stream.read(WHOLE + 1)]
             else:
                 head = stream.read(HEAD)
                 stream.seek(info.st_size - TAIL)
