@@ -113,14 +113,21 @@ def test_deeply_nested_records_are_findings_in_runs_report_and_postflight(run, c
     (run / name).write_text(NESTED)
     code, out = runs(run, capsys)
     assert code == 0 and FIXTURE.name in out
-    code, out = report(run, capsys)
-    assert code == 0
-    assert ("(RPT-E001)" if name == "run.json" else "(RPT-E002)") in out and "nested more than" in out
+    code, out = report(run, capsys)  # without run.json's profile: a usage error that says why
+    assert code == (2 if name == "run.json" else 0)
+    assert ("cannot read the run's profile" if name == "run.json" else "(RPT-E002)") in out
+    assert "nested more than 32 levels" in out
     code, out, ids = postflight(run, capsys)
     if name == "run.json":  # the profile comes from run.json: a usage error that says why
         assert code == 2
     else:
         assert code == 0 and "GEN-E001" not in ids
+
+
+def test_a_record_that_would_cost_too_much_memory_to_parse_is_refused_unparsed(run, capsys):
+    (run / "verification.json").write_text("[" + "{}," * (3 << 20) + "{}]")  # 9 MiB, some 300 MiB parsed
+    code, out = report(run, capsys)
+    assert code == 0 and "(RPT-E002)" in out and "MiB of values, more than the 64 MiB" in out
 
 
 # --- fields of the wrong type ----------------------------------------------------------------
@@ -209,10 +216,11 @@ def sparse(path, size):
 
 def test_a_1_gib_run_json_is_refused_by_its_size_unread(run, capsys):
     sparse(run / "run.json", 1 << 30)
-    code, out = report(run, capsys)
-    assert code == 0 and "(RPT-E001)" in out and "1073741824 bytes, more than" in out
-    assert main(["postflight", "--output-dir", str(run)]) == 2
-    assert "1073741824 bytes, more than the 1048576" in capsys.readouterr().err
+    for phase in ("report", "postflight"):
+        assert main([phase, "--output-dir", str(run)]) == 2
+        assert "1073741824 bytes, more than the 1048576" in capsys.readouterr().err
+    code, out = report(run, capsys, "--profile", "smoke-1x1")
+    assert code == 0 and "(RPT-E002) cannot be read: 1073741824 bytes, more than" in out
 
 
 def fifo(path):

@@ -30,7 +30,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=48c8827a84d3aa53e62390da15962710d7180d344a1fe76be2b483a0d800ae8c
+readonly BUNDLE_SUMS_SHA256=020c23aef07fbc8825ec614e0ceff1d90d46b993f14ae2ed9fb4c9d45b0de516
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too

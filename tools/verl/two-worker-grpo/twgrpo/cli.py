@@ -108,12 +108,7 @@ def profile_for(args: argparse.Namespace) -> Profile:
     if not name and args.phase in ("postflight", "report"):
         folder = run_folder(args)[0]
         record = folder / "run.json"
-        if record.is_file() and args.phase == "report":
-            try:  # the page still shows what it can; RPT-E001 says why the profile is assumed
-                profile = recorded_profile(record)
-            except UsageError:
-                profile = None
-        elif record.is_file():
+        if record.is_file():
             profile = recorded_profile(record)
         elif args.phase == "postflight" and folder.is_dir():
             if not any((folder / file).exists() for file in RUN_FILES):

@@ -15,10 +15,11 @@ from ..run.findings import Finding, finding, mismatch
 from ..run.profile import Profile
 
 
-def small_json(path: Path, limit: int = lines.MAX_SMALL) -> Any:
-    """A JSON record of the run folder: a regular file of at most limit bytes, nested at most
-    bounded.MAX_DEPTH deep, integers of at most 19 digits (OSError, ValueError)."""
-    return bounded.loads(lines.read_small(path, limit))
+def small_json(path: Path, limit: int = lines.MAX_SMALL, memory: int = bounded.MEMORY) -> Any:
+    """A JSON record of the run folder: a regular file of at most limit bytes that costs at most
+    `memory` bytes to hold, nested at most bounded.MAX_DEPTH deep, integers of at most 19 digits
+    (OSError, ValueError)."""
+    return bounded.loads(lines.read_small(path, limit), memory=memory)
 
 
 # The overrides that fix the run's topology, size, engine and where its artifacts go.

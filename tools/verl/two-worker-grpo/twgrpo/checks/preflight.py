@@ -73,7 +73,8 @@ def check_batch_sizes(ctx: PreflightContext) -> List[Finding]:
 
 def check_ray_connection(ctx: PreflightContext) -> List[Finding]:
     try:
-        ray = rayimport.import_ray()  # after the standard library: PYTHONPATH, the user site
+        rayimport.extend_path()  # PYTHONPATH and the user site, after the standard library
+        import ray
     except ImportError as exc:
         return [finding("PRE-E010", "driver", f"cannot import ray: {exc}")]
     try:

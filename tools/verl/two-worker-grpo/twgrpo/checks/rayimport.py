@@ -1,4 +1,4 @@
-"""Importing ray for the cluster probe where the Driver's own Python would find it.
+"""Where the Driver's own Python would find ray, for the cluster probe's `import ray`.
 
 The verifier runs as `python3 -I -B`: no PYTHONPATH, no user site, not the folder beside it, so
 no stray file can stand in for a module it imports. ray, though, may come to the Driver through
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import site
 import sys
-from typing import Any, List, Mapping, Optional
+from typing import List, Mapping, Optional
 
 
 def driver_paths(environ: Optional[Mapping[str, str]] = None) -> List[str]:
@@ -27,8 +27,7 @@ def driver_paths(environ: Optional[Mapping[str, str]] = None) -> List[str]:
     return [os.path.abspath(path) for path in paths if os.path.isdir(path)]
 
 
-def import_ray() -> Any:
-    """ray, found on sys.path, or else on the Driver's PYTHONPATH or user site (ImportError)."""
+def extend_path() -> None:
+    """Append driver_paths() to sys.path (after everything already on it); call it just before
+    `import ray`, and only there."""
     sys.path.extend(path for path in driver_paths() if path not in sys.path)
-    import ray
-    return ray
