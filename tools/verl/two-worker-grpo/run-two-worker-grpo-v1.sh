@@ -30,7 +30,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=020c23aef07fbc8825ec614e0ceff1d90d46b993f14ae2ed9fb4c9d45b0de516
+readonly BUNDLE_SUMS_SHA256=6acf436fc7b150eb7982ff802ef9de84ed126efee42e9336f0a2012095b9cf54
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too

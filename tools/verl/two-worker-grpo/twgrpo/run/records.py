@@ -124,10 +124,7 @@ def write_new_text(path: Path, text: str) -> bool:
 def read_json(path: Path, limit: int = 1 << 20) -> Any:
     """A small record or marker, bounded (formats/bounded.py); OSError if it cannot be opened,
     ValueError if it is too large or not JSON."""
-    try:
-        stream, _ = bounded.open_regular(path)
-    except OSError:
-        raise
+    stream, _ = bounded.open_regular(path)
     with stream:
         data = stream.read(limit + 1)
     if len(data) > limit:
