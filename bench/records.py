@@ -131,7 +131,7 @@ def hostile_runs(scratch: Path):
 
     return [("1 GiB run.json (sparse)", big_run_json),
             ("15 MiB verification.json of small objects", padded_verification(300_000)),
-            ("verification.json at the memory estimate's limit", padded_verification(200_000)),
+            ("verification.json at the memory estimate's limit", padded_verification(140_000)),
             ("driver.log: 3M distinct phase lines", phase_lines),
             ("200,000 files in actor/", shard_files),
             ("records nested 200,000 deep", nested)]

@@ -30,7 +30,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=6acf436fc7b150eb7982ff802ef9de84ed126efee42e9336f0a2012095b9cf54
+readonly BUNDLE_SUMS_SHA256=01ce1c72f0a98ee81f9a016a0064cff5812fd2e5c2964745c968f595cdefad5f
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too

@@ -155,13 +155,13 @@ def depth(data: bytes, most: int = MAX_DEPTH) -> int:
 
 
 def cost(data: bytes) -> int:
-    """An upper estimate of the memory json.loads needs for data, from its bytes alone: the text
-    three times over (bytes, str, the strings parsed), an object or list for every bracket, and a
-    value for every comma and colon (inside strings too: the estimate only errs upward). A 4 MiB
-    record of `[{},{},...]` costs some 100 MiB to parse, one of long strings 12 MiB."""
+    """An estimate of the memory json.loads needs for data, from its bytes alone: the text three
+    times over (bytes, str, the strings parsed), a small dict for every bracket, and a value for
+    every comma and colon (inside strings too: there it errs upward). A 4 MiB record of
+    `[{},{},...]` costs some 250 MiB to parse, one of long strings 12 MiB."""
     containers = data.count(b"[") + data.count(b"{")
     values = data.count(b",") + data.count(b":") + 1
-    return 3 * len(data) + 72 * containers + 56 * values
+    return 3 * len(data) + 200 * containers + 56 * values
 
 
 def _int(text: str) -> int:

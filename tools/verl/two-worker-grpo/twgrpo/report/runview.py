@@ -77,16 +77,22 @@ class RunView:
         return obj[len(prefix):] if obj.startswith(prefix) else obj
 
 
-def _record(run_dir: Path, name: str, problems: List[Finding]) -> Dict[str, Any]:
+def _record(run_dir: Path, name: str, problems: List[Finding],
+            statuses: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Any]:
     """A record held to its schema (run/typed.py): RPT-E002 if it cannot be read at all, one
-    RPT-E020 naming the fields of the wrong type or range that the page leaves out."""
+    RPT-E020 naming the fields of the wrong type or range that the page leaves out. Its status
+    goes into statuses in runverdict.record_status's words (each record is parsed once)."""
     wrong = typed.Problems()
+    statuses = {} if statuses is None else statuses
     try:
         record = typed.read_record(run_dir / name, typed.SCHEMAS[name], wrong)
     except bounded.Unreadable as exc:
+        statuses[name] = None if str(exc) == "missing" else "unreadable"
         if str(exc) != "missing":
             problems.append(finding("RPT-E002", name, f"cannot be read: {exc}"))
         return {}
+    statuses[name] = record.get("status") if record.get("status") in ("passed", "failed") \
+        else "unreadable"
     if wrong.count:
         more = f" (and {wrong.count - len(wrong)} more)" if wrong.count > len(wrong) else ""
         problems.append(finding("RPT-E020", name, "left out, of the wrong type or range: "
@@ -258,8 +264,9 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
         problems.append(finding("RPT-E001", "run.json", f"{run_json_problem}; the report assumes "
                                 f"profile {profile_name}"))
     run = _record(run_dir, "run.json", problems) if not run_json_problem else {}
-    records = {phase: _record(run_dir, name, problems) for phase, name in PHASE_RECORDS}
-    verdict = latest_verdict(run_dir)
+    statuses: Dict[str, Optional[str]] = {}
+    records = {phase: _record(run_dir, name, problems, statuses) for phase, name in PHASE_RECORDS}
+    verdict = latest_verdict(run_dir, lambda _, name: statuses[name])
     if verdict.conflicts:
         problems += [finding("RPT-E004", "SUCCESS/FAILED", text) for text in verdict.conflicts]
     if verdict.status == "INCOMPLETE" and not verdict.conflicts:
