@@ -37,7 +37,7 @@ pin-inputs: ## Write PREP_ROOT's input hashes into profiles/local.env (then make
 	$(PYTHON) prep/prepare-inputs.py pin --prep-root="$(PREP_ROOT)" --profile="$(PROFILE)" $(if $(FORCE),--force)
 verify-inputs: ## Check verl, model and data on PREP_ROOT against the profile's pins
 	$(VERIFY) inputs --profile="$(PROFILE)" --storage-root="$(PREP_ROOT)"
-verify-scripts: ## Compile every script (py_compile, bash -n, shellcheck) and check every hash
+verify-scripts: ## Compile every script (py_compile, bash -n) and check every hash; make test lints
 	$(BUNDLE) verify-scripts
 checksums: ## Regenerate runtime-env.json, checksums/SHA256SUMS and the launcher's pin
 	$(BUNDLE) checksums

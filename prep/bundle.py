@@ -33,7 +33,9 @@ DEFAULT_JOB_ROOT = "/mnt/verl-reproduction"
 sys.path.insert(0, str(BUNDLE))
 from twgrpo.formats import sums  # noqa: E402  (the one SHA256SUMS reader)
 
+CHECKER_NAME = "check-bundle-v1.py"
 PIN = re.compile(r"^readonly BUNDLE_SUMS_SHA256=[0-9a-f]{64}$", re.M)
+CHECKER_PIN = re.compile(r"^readonly BUNDLE_CHECK_SHA256=[0-9a-f]{64}$", re.M)
 SKIP_PARTS = {"__pycache__"}
 
 
@@ -63,10 +65,15 @@ def sums_text(files: Dict[str, Path]) -> str:
 
 
 def pin_launcher(launcher: Path, sums_sha: str) -> None:
+    """The launcher's two pins: SHA256SUMS beside it and the checker it runs first."""
     text = launcher.read_text(encoding="utf-8")
-    if not PIN.search(text):
-        raise SystemExit(f"bundle: {launcher} has no 'readonly BUNDLE_SUMS_SHA256=' line to pin")
-    launcher.write_text(PIN.sub(f"readonly BUNDLE_SUMS_SHA256={sums_sha}", text), encoding="utf-8")
+    for pattern, line in ((PIN, "readonly BUNDLE_SUMS_SHA256="), (CHECKER_PIN, "readonly BUNDLE_CHECK_SHA256=")):
+        if not pattern.search(text):
+            raise SystemExit(f"bundle: {launcher} has no '{line}' line to pin")
+    checker = sha256(launcher.parent / CHECKER_NAME)
+    text = PIN.sub(f"readonly BUNDLE_SUMS_SHA256={sums_sha}", text)
+    launcher.write_text(CHECKER_PIN.sub(f"readonly BUNDLE_CHECK_SHA256={checker}", text),
+                        encoding="utf-8")
 
 
 def generated_runtime_env() -> str:
@@ -103,11 +110,15 @@ def chain_problems(files: Dict[str, Path], sums_file: Path, launcher: Path) -> L
                             "— run `make checksums`")
     for name in sorted(set(listed) - set(files)):
         problems.append(f"{name}: listed in SHA256SUMS but missing — run `make checksums`")
-    match = PIN.search(launcher.read_text(encoding="utf-8"))
-    pinned = match.group(0).split("=")[1] if match else None
-    if pinned != sha256(sums_file):
-        problems.append(f"{launcher.name}: pins SHA256SUMS {pinned}, actual {sha256(sums_file)} "
-                        "— run `make checksums`")
+    text = launcher.read_text(encoding="utf-8")
+    for pattern, what, path in ((PIN, "SHA256SUMS", sums_file),
+                                (CHECKER_PIN, CHECKER_NAME, launcher.parent / CHECKER_NAME)):
+        match = pattern.search(text)
+        pinned = match.group(0).split("=")[1] if match else None
+        actual = sha256(path) if path.is_file() else "missing"
+        if pinned != actual:
+            problems.append(f"{launcher.name}: pins {what} {pinned}, actual {actual} "
+                            "— run `make checksums`")
     return problems
 
 
@@ -120,15 +131,10 @@ def compile_problems(files: List[Path]) -> List[str]:
                     py_compile.compile(str(path), cfile=os.path.join(scratch, "x.pyc"), doraise=True)
                 except py_compile.PyCompileError as exc:
                     problems.append(f"{path}: does not compile: {exc.msg.strip()}")
-            elif path.suffix == ".sh":
-                for tool in (["bash", "-n"], ["shellcheck", "-x"]):
-                    if not shutil.which(tool[0]):
-                        problems.append(f"{tool[0]} is not installed — `make test` installs it "
-                                        "(or apt-get install shellcheck)")
-                        continue
-                    out = subprocess.run([*tool, str(path)], capture_output=True, text=True)
-                    if out.returncode:
-                        problems.append(f"{path}: {' '.join(tool)} fails:\n{out.stdout}{out.stderr}")
+            elif path.suffix == ".sh":  # linting (shellcheck) is make test's job, not a prep box's
+                out = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+                if out.returncode:
+                    problems.append(f"{path}: bash -n fails:\n{out.stdout}{out.stderr}")
     return problems
 
 
