@@ -156,7 +156,8 @@ def main(argv=None) -> int:
     times["Ray hosts up"] = time.perf_counter() - started - times["inputs generated"]
     try:
         command = subprocess.run([sys.executable, str(REPO / "prep" / "bundle.py"), "driver-command",
-                                  str(storage), "--profile", args.profile, "--run-id", run_id],
+                                  str(storage), "--profile", args.profile, "--run-id", run_id,
+                                  "--bundle-dir", str(BUNDLE_REL)],
                                  capture_output=True, text=True, check=True).stdout
         started = time.perf_counter()
         out = cluster.driver(["bash", "-c", command], check=False, timeout=1500)

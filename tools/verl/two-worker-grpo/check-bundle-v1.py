@@ -20,6 +20,9 @@ MAX_SUMS = 1 << 20  # the bundle's SHA256SUMS is a few KiB
 SHOWN = 20          # intruders named one by one; the rest are counted
 LINE = re.compile(r"^([0-9a-f]{64}) [ *](.+)$")
 PLAIN = re.compile(r"^[A-Za-z0-9._/+-]+$")
+# Beside a flat install (an older layout): the version folders install puts in the same folder,
+# their LATEST pointer and install's staging folders. Nothing of this bundle reads them.
+VERSIONS = re.compile(r"^(bundle-[0-9a-f]{12}|LATEST|\.installing-[A-Za-z0-9_]+)$")
 
 
 def say(text):
@@ -92,6 +95,8 @@ def intruders(folder, entries, launcher):
         with os.scandir(os.path.join(folder, rel) if rel else folder) as listing:
             for entry in sorted(listing, key=lambda e: e.name):
                 name = f"{rel}/{entry.name}" if rel else entry.name
+                if not rel and VERSIONS.match(name) and not entry.is_symlink():
+                    continue
                 if entry.is_symlink():
                     found.append(("symlink", name))
                 elif entry.is_dir(follow_symlinks=False):

@@ -53,8 +53,8 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=4c897ef97aa91e19d90fc8efa27ed5d5987a01f87f83729d59cb997a9091f711
-readonly BUNDLE_CHECK_SHA256=797a5d664ea2aa1b83c9db385178e87d8651fb1140e63e40522fa801c99a30c3
+readonly BUNDLE_SUMS_SHA256=cfb220aef03f2ca76f3d206da751e969cd468419d6aa849ff86039b591765e02
+readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
 BUNDLE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -215,7 +215,7 @@ watch_launcher() {  # watch_launcher PID START_TIME: the watchdog's body, in its
   read -r phase group <"$WORK/state" || true
   PHASE=$phase SIGNAL=unknown
   CAUSE="ended without a verdict: the launcher (pid $launcher) ended in phase $PHASE without writing SUCCESS or FAILED (killed, e.g. SIGKILL); its watchdog wrote this"
-  [[ "$group" == - ]] || CAUSE+=" and stopped the phase's process group $group"
+  [[ "$group" == - ]] || CAUSE+="; the watchdog stopped the phase's process group $group"
   if [[ ! -e "$RUN_DIR/FAILED" && ! -e "$RUN_DIR/SUCCESS" ]]; then
     printf '%s: (LAUNCH-E020) %s\n' "$PROG" "$CAUSE"
     write_failed unknown "ended_without_verdict=1"$'\n' 2>&1

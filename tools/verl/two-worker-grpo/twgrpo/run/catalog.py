@@ -5,7 +5,7 @@ A test checks that README.md lists every id here, so the table cannot drift from
 CATALOG = {
     # The launcher, before it claims a run folder (exit 2) or when a bundle file differs (exit 1)
     "LAUNCH-E000": ("unknown launcher argument", "Run the launcher with no arguments (the job's environment carries its settings), or --help, or --verify-bundle."),
-    "LAUNCH-E001": ("a required command is missing", "Run in the verl image: python3, git, sha256sum and coreutils must be on PATH."),
+    "LAUNCH-E001": ("a required command is missing", "Run in the verl image: bash, python3 and coreutils (tee, mkdir, date, ln, sync) must be on PATH."),
     "LAUNCH-E002": ("STORAGE_ROOT is not set", "Keep `export STORAGE_ROOT=...` in the Driver command (make driver-command prints it)."),
     "LAUNCH-E003": ("RUN_ID is not set", "Add RUN_ID=<new name> to the job's environment variables."),
     "LAUNCH-E004": ("RUN_ID has characters outside [A-Za-z0-9._-]", "Use letters, digits, '.', '_' and '-', starting with a letter or digit."),
@@ -28,6 +28,16 @@ CATALOG = {
     "LAUNCH-E019": ("the launcher cannot write FAILED or resolved-command.txt", "The disk is full or read-only (the message names the cause); nothing half-written is left. Free space and re-run with a new RUN_ID, or judge a finished run again with make postflight RUN_ID=..."),
     "LAUNCH-E020": ("the launcher died and its watchdog stopped the phase", "Something killed the launcher (often the platform after its grace period): see FAILED's cause; re-run with a new RUN_ID."),
     "LAUNCH-E021": ("a phase ignored TERM and was killed", "The phase's whole process group got KILL after KILL_GRACE seconds; its last records may be missing. Re-run with a new RUN_ID."),
+    "LAUNCH-E040": ("PROBE_TIMEOUT is not a number of seconds", "Unset PROBE_TIMEOUT (default 120 s) or set it to a number above 0 and at most 86400 (abc, nan, inf, -1 and 0 are refused)."),
+    "LAUNCH-E041": ("TMPDIR is not a writable folder", "Unset TMPDIR in the job's environment, or set it to an existing, writable absolute path."),
+    "LAUNCH-E042": ("STORAGE_ROOT is not an absolute path", "Set STORAGE_ROOT to the volume's mount path in the job, starting with '/' (make driver-command prints it)."),
+    "LAUNCH-E043": ("STORAGE_ROOT holds characters a path of the bundle cannot carry", "Mount the volume at a path of letters, digits, '/', '.', '_' and '-', and set STORAGE_ROOT to it."),
+    "LAUNCH-E044": ("the bundle checker differs from the launcher's pin", "The installed bundle is not the one this launcher was pinned to: reinstall it (make install-tools) and re-copy the Driver command."),
+    "LAUNCH-E045": ("Driver command: no bundle under STORAGE_ROOT", "The volume is not mounted at STORAGE_ROOT in the job (the message names the path it looked at): mount it there, or install the bundle (make install-tools)."),
+    "LAUNCH-E046": ("Driver command: its bundle version is not installed", "The command was copied for a bundle version this volume does not hold (another volume, or a removed folder): re-copy it with make driver-command."),
+    "LAUNCH-E047": ("Driver command: the launcher differs from the command's pin", "The installed launcher was changed or reinstalled after the command was copied: re-copy the Driver command (make driver-command)."),
+    "LAUNCH-E048": ("the launcher was run by sh, not bash", "Run it with bash (the Driver command does, from bash or sh)."),
+    "LAUNCH-E050": ("an installed bundle version differs from its own SHA256SUMS", "Installed versions are never overwritten: move that version folder away (it was changed by hand), then make install-tools again."),
     # Resume (RESUME_FROM=<earlier RUN_ID>: the launcher's resume phase, before any GPU time)
     "RES-E001": ("the run to resume from does not exist", "Set RESUME_FROM to the RUN_ID of a run folder under runs/verl/two-worker-grpo/ on this volume (a real folder, not a link)."),
     "RES-E002": ("the earlier run's run.json is missing or unreadable", "That folder was not left by this bundle's launcher, or its record is damaged: resume from another run, or start afresh."),
