@@ -3,20 +3,24 @@
 # Usage: STORAGE_ROOT=/mnt/verl-reproduction RUN_ID=exp-001 [PROFILE=name] run-two-worker-grpo-v1.sh
 #        run-two-worker-grpo-v1.sh --verify-bundle | --help
 #
-# Checks this bundle's files against SHA256SUMS (whose sha256 is pinned below), then the run
-# request; claims runs/verl/two-worker-grpo/$RUN_ID/ (never reused), and runs the phases
-# inputs, preflight (Ray probes on every node), training (python3 -m verl.trainer.main_ppo)
-# and postflight. It only connects to the cluster: it never starts or submits to Ray.
+# Verifies this bundle before any of its Python runs (SHA256SUMS and check-bundle-v1.py against
+# the pins below, then every listed file and every intruder, __pycache__ included), then the run
+# request (verify request: every job variable, the profile, the volume); claims
+# runs/verl/two-worker-grpo/$RUN_ID/ (never reused) and runs the phases inputs, preflight (Ray
+# probes on every node), training (python3 -m verl.trainer.main_ppo) and postflight. It only
+# connects to the cluster: it never starts or submits to Ray. Shell orchestrates; every rule
+# lives in the verifier, which runs as `python3 -I -B` (nothing beside it, on PYTHONPATH or in
+# the user's site-packages stands in for a module; no __pycache__ is written).
 #
-# The installed bundle must be exactly SHA256SUMS: a file or folder it does not list stops the
-# launcher. The verifier runs as `python3 -I -B` (nothing beside it, on PYTHONPATH or in the
-# user's site-packages can stand in for a module; no __pycache__ is written). A phase runs in a
-# process group of its own with a watchdog: however the launcher ends, KILL included, the
-# phase's whole group is stopped (TERM, then KILL after KILL_GRACE seconds).
+# Each phase runs in a process group of its own; a watchdog, from the claim to the verdict,
+# writes FAILED (ended_without_verdict=1) and stops the phase's group if the launcher is KILLed,
+# in a phase or between two. TERM, INT and PIPE write FAILED first, then stop the phase (TERM,
+# then KILL after KILL_GRACE seconds); further signals are ignored meanwhile, and tee ignores
+# TERM and INT, so a signal to the whole process group cannot take the log down first.
 #
 # Environment: STORAGE_ROOT (required), RUN_ID (required, new, at most 128 characters),
-#   PROFILE (a profile in profiles/, default the tutorial's 2x2 A100), PROBE_TIMEOUT (seconds,
-#   default 120), KILL_GRACE (seconds a stopped phase gets before KILL, default 10),
+#   PROFILE (a profile in profiles/, default the tutorial's 2x2 A100), PROBE_TIMEOUT (seconds
+#   above 0, at most 86400, default 120), TMPDIR (if set, a writable folder), KILL_GRACE (seconds a stopped phase gets before KILL, default 10),
 #   SAVE_FREQ (checkpoint every N steps, default the profile's), RESUME_FROM (the RUN_ID of a
 #   preempted run to continue from its latest complete checkpoint), TRACE=1 (trace commands).
 # Exit codes: 0 SUCCESS; 1 a check failed; 2 usage error or missing input; 128+N stopped by
@@ -53,7 +57,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=cfb220aef03f2ca76f3d206da751e969cd468419d6aa849ff86039b591765e02
+readonly BUNDLE_SUMS_SHA256=5918c8ef96d407614812828fdcc68ca4fc365aa120762c333d7726d248cffe9b
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

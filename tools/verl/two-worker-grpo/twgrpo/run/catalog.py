@@ -43,7 +43,7 @@ CATALOG = {
     "RES-E002": ("the earlier run's run.json is missing or unreadable", "That folder was not left by this bundle's launcher, or its record is damaged: resume from another run, or start afresh."),
     "RES-E003": ("the earlier run used another profile", "Resume with the earlier run's PROFILE (its run.json names it); only SAVE_FREQ may differ."),
     "RES-E004": ("the earlier run used other input pins", "The verl commit, model or data pins differ: the checkpoint belongs to other inputs; start afresh with a new RUN_ID and no RESUME_FROM."),
-    "RES-E005": ("the earlier run used another bundle", "Resume with the bundle the earlier run used (its run.json holds the hashes), or start afresh."),
+    "RES-E005": ("the earlier run used another bundle", "Resume with the Driver command of the bundle the earlier run used: run.json's bundle_version names its folder, which stays installed (versions are never overwritten); or start afresh."),
     "RES-E006": ("the earlier run succeeded", "A SUCCESS is never resumed: its checkpoint is final. Start a new run if you want more steps."),
     "RES-E007": ("the earlier run is still running", "Wait until it ends (or stop it: it then leaves FAILED), then resume."),
     "RES-E008": ("the earlier run has no FAILED marker", "It was killed hard or still runs on another host: check that no job of it is alive, then write its FAILED marker (phase=unknown) by hand and resume."),
