@@ -205,6 +205,26 @@ signal_group_twice() {  # signal_group_twice TARGET_PID: TERM to its process gro
   assert_output 0
 }
 
+@test "a tee that died cannot take the launcher down: a later TERM still writes FAILED with TERM" {
+  export STANDIN_MODE=sleep
+  start_launcher >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  local job=$! pid tee
+  for _ in $(seq 120); do
+    [[ -e "$STANDIN_DUMP" && -s "$SESSION_FILE" ]] && break
+    sleep 0.5
+  done
+  pid=$(<"$SESSION_FILE")
+  tee=$(pgrep -s "$pid" -f "^tee -a $(run_dir "$RUN_ID")/driver.log")
+  kill -KILL "$tee"
+  sleep 1
+  kill -TERM "$pid"
+  local ended=0
+  wait "$job" || ended=$?
+  assert_equal "$ended" 143  # not 141: the launcher's writes to the dead pipe do not kill it
+  assert_equal "$(failed_field signal)" TERM
+  assert_equal "$(failed_field phase)" training
+}
+
 @test "SIGINT during training leaves FAILED with signal=INT" {
   export STANDIN_MODE=sleep
   launch_and_signal "$STANDIN_DUMP" INT
