@@ -58,10 +58,11 @@ def test_storage_root_is_a_plain_absolute_path(root, fid):
 
 def test_every_bad_variable_is_named_at_once(tmp_path):
     env = {"STORAGE_ROOT": "rel", "RUN_ID": "a b", "SAVE_FREQ": "0", "RESUME_FROM": "a b",
-           "PROFILE": "../x", "KILL_GRACE": "soon", "PROBE_TIMEOUT": "nan", "TMPDIR": "/nonexistent"}
+           "PROFILE": "../x", "KILL_GRACE": "soon", "PROBE_TIMEOUT": "nan", "TMPDIR": "/nonexistent",
+           "TRACE": "yes"}
     assert ids(request.variable_problems(env)) == [
         "LAUNCH-E042", "LAUNCH-E004", "LAUNCH-E030", "LAUNCH-E031", "LAUNCH-E009", "LAUNCH-E016",
-        "LAUNCH-E040", "LAUNCH-E041"]
+        "LAUNCH-E040", "LAUNCH-E049", "LAUNCH-E041"]
     missing = request.variable_problems({})
     assert ids(missing) == ["LAUNCH-E002", "LAUNCH-E003"]
 

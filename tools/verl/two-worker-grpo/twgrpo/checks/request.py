@@ -1,5 +1,5 @@
 """The run request, checked before the launcher writes anything: every job variable (STORAGE_ROOT,
-RUN_ID, PROFILE, SAVE_FREQ, RESUME_FROM, KILL_GRACE, PROBE_TIMEOUT, TMPDIR), the profile's
+RUN_ID, PROFILE, SAVE_FREQ, RESUME_FROM, KILL_GRACE, PROBE_TIMEOUT, TMPDIR, TRACE), the profile's
 values, the volume, the input folders and the run folder to be. Each problem is one line with
 its finding id and what to do; the launcher stops (exit 2) before it claims a RUN_ID.
 
@@ -84,6 +84,9 @@ def variable_problems(env: Mapping[str, str]) -> List[str]:
         problems.append(f"(LAUNCH-E040) PROBE_TIMEOUT '{env.get('PROBE_TIMEOUT')}' must be a number "
                         f"of seconds above 0 and at most {MAX_PROBE_TIMEOUT:.0f} — unset it for "
                         f"the default {DEFAULT_PROBE_TIMEOUT}")
+    if env.get("TRACE", "") not in ("", "0", "1"):
+        problems.append(f"(LAUNCH-E049) TRACE '{env['TRACE']}' must be 1 (trace every command) or 0 "
+                        "— set TRACE=1, or leave it unset")
     if "TMPDIR" in env:
         tmp = env["TMPDIR"]
         if not (tmp.startswith("/") and os.path.isdir(tmp) and os.access(tmp, os.W_OK | os.X_OK)):

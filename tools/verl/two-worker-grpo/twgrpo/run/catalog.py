@@ -37,6 +37,7 @@ CATALOG = {
     "LAUNCH-E046": ("Driver command: its bundle version is not installed", "The command was copied for a bundle version this volume does not hold (another volume, or a removed folder): re-copy it with make driver-command."),
     "LAUNCH-E047": ("Driver command: the launcher differs from the command's pin", "The installed launcher was changed or reinstalled after the command was copied: re-copy the Driver command (make driver-command)."),
     "LAUNCH-E048": ("the launcher was run by sh, not bash", "Run it with bash (the Driver command does, from bash or sh)."),
+    "LAUNCH-E049": ("TRACE is neither 1 nor 0", "Set TRACE=1 to trace every launcher command into driver.log, or leave it unset."),
     "LAUNCH-E050": ("an installed bundle version differs from its own SHA256SUMS", "Installed versions are never overwritten: move that version folder away (it was changed by hand), then make install-tools again."),
     # Resume (RESUME_FROM=<earlier RUN_ID>: the launcher's resume phase, before any GPU time)
     "RES-E001": ("the run to resume from does not exist", "Set RESUME_FROM to the RUN_ID of a run folder under runs/verl/two-worker-grpo/ on this volume (a real folder, not a link)."),
