@@ -13,7 +13,7 @@ STORAGE_ROOT ?= /mnt/verl-reproduction# where the training JOB mounts the same v
 PROFILE ?=# a profile in tools/verl/two-worker-grpo/profiles/ (empty: tutorial-2x2-a100)
 RUN_ID ?=# the run to check afterwards, e.g. make postflight RUN_ID=exp-001
 REPORT_HTML ?=# make report: write the page here instead of report.html in the run folder
-FORCE ?=# FORCE=1 lets install-tools and pin-inputs replace files that differ
+FORCE ?=# FORCE=1 lets pin-inputs replace files that differ (installed bundle versions are never replaced)
 VERL_MIRROR ?=# prepare-inputs: clone verl from this URL or local path (default: the profile's)
 MODEL_SOURCE ?=# prepare-inputs: copy the model from this folder (default: ModelScope)
 GSM8K_SOURCE ?=# prepare-inputs: convert GSM8K from this folder (default: Hugging Face)
@@ -37,11 +37,11 @@ pin-inputs: ## Write PREP_ROOT's input hashes into profiles/local.env (then make
 	$(PYTHON) prep/prepare-inputs.py pin --prep-root="$(PREP_ROOT)" --profile="$(PROFILE)" $(if $(FORCE),--force)
 verify-inputs: ## Check verl, model and data on PREP_ROOT against the profile's pins
 	$(VERIFY) inputs --profile="$(PROFILE)" --storage-root="$(PREP_ROOT)"
-verify-scripts: ## Compile every script (py_compile, bash -n, shellcheck) and check every hash
+verify-scripts: ## Compile every script (py_compile, bash -n) and check every hash; make test lints
 	$(BUNDLE) verify-scripts
 checksums: ## Regenerate runtime-env.json, checksums/SHA256SUMS and the launcher's pin
 	$(BUNDLE) checksums
-install-tools: ## Copy the bundle to PREP_ROOT/tools/verl/two-worker-grpo/ and verify it there
+install-tools: ## Copy the bundle to its own version folder under PREP_ROOT/tools/verl/two-worker-grpo/, verify it there
 	$(BUNDLE) install --prep-root="$(PREP_ROOT)" $(if $(FORCE),--force)
 driver-command: ## Print the Driver command to paste into the job form (the same for every run)
 	@$(BUNDLE) driver-command "$(STORAGE_ROOT)" --profile="$(PROFILE)" --ignored-run-id="$(RUN_ID)"

@@ -80,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--storage-root", type=Path, required=True)
         p.add_argument("--run-id", required=True)
 
+    sub.add_parser("request", help="check the job's variables, profile and volume; print the "
+                   "launcher's settings (launcher)")
+
     p = sub.add_parser("runtime-env", parents=[common], help="print the RuntimeEnv JSON to paste")
     p.add_argument("--storage-root", type=Path, required=True)
 
@@ -87,7 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--storage-root", type=Path, required=True)
     p.add_argument("--run-id", required=True)
     p.add_argument("--bundle-sums-sha256", required=True)
-    p.add_argument("--launcher-sha256", required=True)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--launcher", help="the launcher's path: its sha256 is recorded")
+    which.add_argument("--launcher-sha256")
     p.add_argument("--save-freq", type=int, help="checkpoint every N steps (default: the profile's)")
 
     p = sub.add_parser("resume", parents=[common], help="check the run to resume from and record "
@@ -138,8 +143,8 @@ HANDLERS = {"inputs": inputs.main, "preflight": preflight.main, "postflight": po
             "report": summary.main, "runs": list_runs, "paths": launch.paths, "env": launch.env,
             "command": launch.training_command, "runtime-env": launch.runtime_env,
             "record-run": launch.record_run, "catalog": print_catalog,
-            "resume": launch.resume}
-NO_PROFILE = ("catalog", "runs")  # phases that judge no single run
+            "resume": launch.resume, "request": launch.check_request}
+NO_PROFILE = ("catalog", "runs", "request")  # phases that judge no single run
 
 
 def main(argv: Optional[List[str]] = None) -> int:
