@@ -57,7 +57,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=d3140e09c956549e8b12988a98ac03c48d6977c38537f4752b8b745ae70884bb
+readonly BUNDLE_SUMS_SHA256=ae97342b61f3115877b8ba2ac9f2c79c424ade877dbc59d10e58f9ae35293e03
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

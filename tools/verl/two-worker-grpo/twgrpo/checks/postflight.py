@@ -57,7 +57,8 @@ class PostflightContext:
 
     def preflight(self) -> Dict[str, Any]:
         if self._preflight is None:
-            self._preflight = small_json(self.run_dir / "preflight.json")
+            self._preflight = placement.read_preflight(self.run_dir / "preflight.json",
+                                                       self.profile.NODES)
         return self._preflight
 
 
@@ -122,7 +123,7 @@ def check_inputs_record(ctx: PostflightContext) -> List[Finding]:
 def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
     try:
         preflight = ctx.preflight()
-    except (OSError, ValueError, RecursionError) as exc:
+    except (placement.Unreadable, RecursionError) as exc:
         return [finding("POST-E007", str(ctx.run_dir / "preflight.json"),
                         f"cannot read preflight.json ({exc}); ranks cannot be mapped to nodes")]
     if not isinstance(preflight, dict):
