@@ -5,8 +5,8 @@ data.pkl first (the pickled object, whose tensors point at storages through pers
 then byteorder, one data/<key> entry per storage, version and a few bookkeeping files. This
 module reads the zip's end records and central directory itself (zipfile holds every entry in
 memory and trusts overlapping entries), checks each local header, that entries neither overlap
-nor leave the file, streams every entry through CRC-32, and walks data.pkl's opcodes
-(torchpickle.py) to list the storages it references: they must be exactly the data/ entries,
+nor leave the file, streams every entry through CRC-32, and reads data.pkl (torchstubs.py, or
+the opcode walk of torchpickle.py) to list the storages it references: they must be exactly the data/ entries,
 each as long as its element count times its element size.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any, Dict, Set, Tuple, Union
 
 from .lines import open_regular
 from .torchpickle import CHUNK, MAX_ENTRIES, NotTorchSave, PickleReader, storage_refs
+from .torchstubs import FAST_MAX, storage_refs_fast
 
 __all__ = ["Damaged", "NotTorchSave", "ITEM_SIZE", "MAX_ENTRIES", "check", "storage_refs"]
 
@@ -45,8 +46,12 @@ def check(path: Union[str, Path]) -> Dict[str, Any]:
         if count > MAX_ENTRIES:
             raise NotTorchSave(f"{count} zip entries: more than {MAX_ENTRIES}")
         found = _walk(stream, count, cd_offset, cd_size)
-        stream.seek(found.pickle_at)
-        refs = storage_refs(PickleReader(stream, found.pickle_at, found.pickle_size), len(found.sizes))
+        refs = None
+        if found.pickle_size <= FAST_MAX:  # the C unpickler on inert stubs (torchstubs.py)
+            stream.seek(found.pickle_at)
+            refs = storage_refs_fast(stream.read(found.pickle_size), len(found.sizes))
+        if refs is None:  # the opcode walk: any size, and the words of every finding
+            refs = storage_refs(PickleReader(stream, found.pickle_at, found.pickle_size), len(found.sizes))
     for key in range(len(found.sizes)):
         if key not in refs:
             raise NotTorchSave(f"entry data/{key} is not referenced by data.pkl")
