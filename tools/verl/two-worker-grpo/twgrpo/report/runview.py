@@ -144,9 +144,9 @@ def scalar_series(run_dir: Path, problems: List[Finding]):
     for problem in scalars.problems[:5]:
         problems.append(finding("RPT-E005", f"{Path(problem.path).name} record {problem.record}",
                                 problem.message))
-    if scalars.dropped:  # the reader's memory bound: the charts stop where it was reached
-        problems.append(finding("RPT-E005", "tensorboard/", f"{scalars.dropped} values past the "
-                                f"first {scalars.held} were not read: the charts end early; "
+    if scalars.dropped:  # the reader's memory bound on tags (long runs are thinned, not cut)
+        problems.append(finding("RPT-E005", "tensorboard/", f"{scalars.dropped} values were not "
+                                f"read: their tags came after the first {len(scalars.values)}; "
                                 "TensorBoard has them all"))
     tags = _ordered_tags(list(scalars.values))
     series = [(tag, _thin(sorted(scalars.values[tag].items()))) for tag in tags[:MAX_CHARTS]]
