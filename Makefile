@@ -49,9 +49,11 @@ runtime-env: ## Print the RuntimeEnv JSON to paste into the job form
 	@$(VERIFY) runtime-env --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)"
 
 ##@ Afterwards: on the prep box
-.PHONY: postflight report runs
+.PHONY: postflight audit report runs
 postflight: ## Re-verify run RUN_ID from its files under PREP_ROOT
 	$(VERIFY) postflight --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)"
+audit: ## Re-check RUN_ID read-only: the same checks, nothing written (exit 3: checkpoint not here)
+	$(VERIFY) postflight --audit --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)"
 report: ## Write RUN_ID's report.html (verdict, topology, charts) and print its summary
 	@$(VERIFY) report --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)" $(if $(REPORT_HTML),--html="$(REPORT_HTML)")
 runs: ## List every run under PREP_ROOT: RUN_ID, start, duration, profile, verdict

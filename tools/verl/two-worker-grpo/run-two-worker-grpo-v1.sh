@@ -57,7 +57,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=a28f9756e34db2dc0b9936fb3d4670bfa692865f4d16bc2babc7c54171566a6a
+readonly BUNDLE_SUMS_SHA256=f64379cdf97a5c6414ed7a7d298663828ff155687c810a068a52cd4122713baf
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

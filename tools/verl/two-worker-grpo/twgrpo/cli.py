@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --run-id instead of --output-dir: the volume's mount path here")
     p.add_argument("--training-log", type=Path, help="default: <output-dir>/training.log")
     p.add_argument("--world-size", type=int)
+    p.add_argument("--audit", action="store_true", help="the same checks, nothing written, no "
+                   "marker moved: for a read-only mount or a copy (exit 3: checkpoint not here)")
 
     p = sub.add_parser("report", parents=[common], help="human summary of a run folder")
     p.add_argument("--output-dir", type=Path, help="the run folder")

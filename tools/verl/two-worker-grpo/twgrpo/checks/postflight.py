@@ -11,15 +11,17 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import checkpoint, placement, resumed
+from . import audit, checkpoint, placement, resumed
 from .command_record import check_resolved_command, small_json
 from .rollouts import check_rollouts
 from ..run import humane, typed
 from ..formats import lines, tfevents, trainlog
-from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch, utc_now
+from ..run.findings import (Check, Finding, Skip, UsageError, finding, mismatch, phase_record,
+                            utc_now)
 from ..run.phase import run_phase
 from ..run.profile import Profile
 from ..run.records import write_json, write_new_text
+from ..run.runfolder import record_phase
 from ..run.runpaths import run_folder
 
 REQUIRED_SCALARS = ("training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr",
@@ -175,6 +177,7 @@ def check_tensorboard(ctx: PostflightContext) -> List[Finding]:
 
 
 def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
+    audit.require_checkpoints(ctx.run_dir)
     steps = ctx.steps
     found, evidence = checkpoint.step_findings(ctx.run_dir, steps, ctx.world_size)
     tracker = ctx.run_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
@@ -216,10 +219,17 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
     header = (f"run {run_id}, profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
               f"{humane.plural(profile.TARGET_STEPS, 'step')}")
-    code, results = run_phase("postflight", header, CHECKS, ctx, run_dir, "verification.json",
-                              lambda: {"run_id": run_id, "profile": profile.to_json(),
-                                       "world_size": world, "target_steps": profile.TARGET_STEPS,
-                                       "evidence": ctx.evidence})
+    read_only = bool(getattr(args, "audit", False))
+    partial = audit.checkpoint_absent(run_dir)  # judged, but never a reason to write
+    record = lambda: {"run_id": run_id, "profile": profile.to_json(),  # noqa: E731
+                      "world_size": world, "target_steps": profile.TARGET_STEPS,
+                      "evidence": ctx.evidence}
+    code, results = run_phase("postflight", header, CHECKS, ctx,
+                              None if read_only or partial else run_dir, "verification.json", record)
+    if read_only or partial:
+        if read_only or code == 0:
+            return audit.conclude(run_dir, code, results, read_only)
+        record_phase(run_dir, "verification.json", phase_record("postflight", results, **record()))
     placement_findings = next(r for r in results if r.name == "rank-placement")
     write_json(run_dir / "actor-placement.json", {
         **ctx.placement_record, "status": "passed" if placement_findings.passed else "failed",
