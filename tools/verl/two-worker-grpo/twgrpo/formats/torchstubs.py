@@ -62,6 +62,9 @@ class _Stub:
         pass
 
 
+_STUBS: Dict[Tuple[str, str], type] = {}
+
+
 class _StubUnpickler(pickle.Unpickler):
     def __init__(self, data: bytes, limit: int) -> None:
         super().__init__(io.BytesIO(data))
@@ -75,7 +78,11 @@ class _StubUnpickler(pickle.Unpickler):
         if stub is None:
             if len(self.stubs) >= MAX_GLOBALS:
                 raise NotTorchSave(f"data.pkl names more than {MAX_GLOBALS} globals")
-            stub = type("Stub", (_Stub,), {"_pickle_name": f"{key[0]} {key[1]}"})
+            stub = _STUBS.get(key)
+            if stub is None:  # made once per name and process: shards name the same ~20
+                stub = type("Stub", (_Stub,), {"_pickle_name": f"{key[0]} {key[1]}"})
+                if len(_STUBS) < MAX_GLOBALS:
+                    _STUBS[key] = stub
             self.stubs[key] = stub
         return stub
 

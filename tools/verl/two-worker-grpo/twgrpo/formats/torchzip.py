@@ -35,6 +35,9 @@ ITEM_SIZE = {"DoubleStorage": 8, "FloatStorage": 4, "HalfStorage": 2, "BFloat16S
              "ComplexFloatStorage": 8, "UntypedStorage": 1}
 
 
+IN_MEMORY = 32 << 20  # a file up to this size is read whole into memory first
+
+
 class Damaged(ValueError):
     """The archive is cut off or its bytes changed (CRC, truncation)."""
 
@@ -45,6 +48,10 @@ def check(path: Union[str, Path], crc: bool = True) -> Dict[str, Any]:
     entry as (name, data offset, size, CRC) for check_spans, which may run in other processes."""
     with open_regular(path) as stream:
         size = stream.seek(0, 2)
+        if size <= IN_MEMORY:  # one read, then no system call per entry (a shard has hundreds)
+            stream.seek(0)
+            stream = io.BytesIO(stream.read(size))
+            size = stream.seek(0, 2)
         count, cd_offset, cd_size = _end_records(stream, size)
         if count > MAX_ENTRIES:
             raise NotTorchSave(f"{count} zip entries: more than {MAX_ENTRIES}")
