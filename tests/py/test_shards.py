@@ -74,3 +74,11 @@ def test_workers_are_bounded_by_cores_memory_and_jobs(monkeypatch):
     assert shards.workers(100) <= 3
     monkeypatch.setattr(shards, "_available_memory", lambda: 0)
     assert shards.workers(100) == 1
+
+
+def test_without_worker_processes_the_files_are_checked_alone(files, monkeypatch):
+    def no_pool(*args, **kwargs):
+        raise OSError(38, "Function not implemented")  # sem_open without /dev/shm
+    monkeypatch.setattr(shards, "ProcessPoolExecutor", no_pool)
+    serial = {p: shards.problem(p)[0] for p in files.values()}
+    assert shards.check_files(list(files.values()), jobs=2) == serial

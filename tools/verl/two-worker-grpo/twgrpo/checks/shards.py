@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, TextIO, Tuple
 
@@ -89,14 +90,18 @@ def check_files(paths: Sequence[Path], jobs: Optional[int] = None,
     total = sum(sizes.values())
     meter = Progress(progress if progress is not None else sys.stderr, len(sizes), total)
     count = jobs or workers(max(1, len(sizes)))
-    if count <= 1 or total < SERIAL_BELOW:
-        results = {}
-        for path in sizes:
-            results[path] = problem(path)[0]
-            meter.advance(1, sizes[path])
-        meter.close()
-        return results
-    return _parallel(sizes, count, meter)
+    if count > 1 and total >= SERIAL_BELOW:
+        try:
+            return _parallel(sizes, count, meter)
+        except (OSError, ImportError, NotImplementedError, BrokenProcessPool):
+            # no worker processes here (no /dev/shm, a sandbox) or one was killed: check alone
+            meter = Progress(meter.stream, len(sizes), total)
+    results = {}
+    for path in sizes:
+        results[path] = problem(path)[0]
+        meter.advance(1, sizes[path])
+    meter.close()
+    return results
 
 
 def _parallel(sizes: Dict[Path, int], count: int, meter: "Progress") -> Dict[Path, Problem]:
