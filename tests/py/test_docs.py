@@ -8,7 +8,7 @@ from twgrpo.cli import main
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 BUNDLE = REPO / "tools" / "verl" / "two-worker-grpo"
-ID = re.compile(r"\b(?:LAUNCH|GEN|INP|PRE|POST|RPT|RES)-[EW]\d{3}\b")
+ID = re.compile(r"\b(?:LAUNCH|GEN|INP|PRE|POST|RPT|RES|SUB)-[EW]\d{3}\b")
 
 
 def test_docs_findings_is_the_catalog(capsys):

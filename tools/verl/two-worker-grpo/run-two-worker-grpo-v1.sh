@@ -30,7 +30,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=9d55f5e53402ceba7cb699d81f1b867757e2e736e1600c756e92b2cdafaaefcd
+readonly BUNDLE_SUMS_SHA256=8e8a6d8c70102aa49ebf88ba0200446e24db6050a7092fddc0174456d201709b
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too
