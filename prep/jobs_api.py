@@ -7,6 +7,7 @@ is a single line: `(SUB-Ennn) what went wrong — what to do`.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import urllib.error
 import urllib.parse
@@ -65,7 +66,7 @@ class JobsClient:
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:
                 raw = answer.read(limit + 1)
         except urllib.error.HTTPError as exc:
-            text = exc.read(4096).decode("utf-8", "replace")
+            text = exc.read(65536).decode("utf-8", "replace")
             raise HttpStatus(exc.code, one_line(text)) from None
         except (urllib.error.URLError, socket.timeout, ConnectionError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
@@ -154,8 +155,13 @@ class HttpStatus(Exception):
         self.text = text
 
 
+ERROR_LINE = re.compile(r"^\w+(Error|Exception): ")
+
+
 def one_line(text: str, limit: int = 300) -> str:
-    """A server's error text on one line, cut to limit characters (tracebacks end with the point)."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    line = lines[-1] if lines else "no message"
+    """A server's error text on one line, cut to limit characters: a traceback's last
+    `SomeError: ...` line, else its last line longer than one character."""
+    lines = [line.strip() for line in text.strip().splitlines() if len(line.strip()) > 1]
+    errors = [line for line in lines if ERROR_LINE.match(line)]
+    line = (errors or lines or ["no message"])[-1]
     return line if len(line) <= limit else line[:limit] + "…"

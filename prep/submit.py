@@ -157,14 +157,14 @@ def cmd_stop(args: argparse.Namespace, client: JobsClient) -> int:
         say(f"{args.run_id} had already ended: {client.status(args.run_id).get('status')}")
         return 0
     say(f"{args.run_id}: stop sent (SIGTERM: the launcher writes FAILED with signal=TERM)")
-    deadline = time.monotonic() + STOP_WAIT_S
+    deadline = time.monotonic() + args.wait
     while time.monotonic() < deadline:
         status = client.status(args.run_id).get("status")
         if status in TERMINAL:
             say(f"{args.run_id}: {status}")
             return 0
         time.sleep(1)
-    say(f"(SUB-E014) {args.run_id} is still not stopped after {STOP_WAIT_S} s — see make logs "
+    say(f"(SUB-E014) {args.run_id} is still not stopped after {args.wait:.0f} s — see make logs "
         f"RUN_ID={args.run_id} and the Ray dashboard")
     return 1
 
@@ -187,6 +187,9 @@ def main(argv=None) -> int:
         p = sub.add_parser(name)
         p.add_argument("--address", default="", help="the head's job server, http://<head>:8265")
         p.add_argument("--run-id", default="")
+        if name == "stop":
+            p.add_argument("--wait", type=float, default=STOP_WAIT_S,
+                           help="seconds to wait for the job to end")
         if name == "submit":
             p.add_argument("--profile", default="")
             p.add_argument("--storage-root", default=jobspec.bundle.DEFAULT_JOB_ROOT,
