@@ -95,7 +95,7 @@ def job_runtime_env(storage_root: str, profile: str, bundle_dir: Path,
 def check_run_id(run_id: str) -> str:
     """RUN_ID as the launcher will accept it (the submission id is the RUN_ID)."""
     if not run_id:
-        raise SpecError("(SUB-E012) no RUN_ID given — make submit RUN_ID=<a new name> (a new "
+        raise SpecError("(SUB-E012) no RUN_ID given — set RUN_ID=<a new name> (a new "
                         "name for every run, clone or retry)")
     if len(run_id) > 128 or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", run_id):
         raise SpecError(f"(SUB-E012) RUN_ID {run_id!r} must be at most 128 of [A-Za-z0-9._-], "
