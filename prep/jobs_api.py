@@ -108,16 +108,23 @@ class JobsClient:
                                 f"logs RUN_ID={submission_id} shows that one)") from None
             raise JobsError("SUB-E006", f"the job server refused the job (HTTP {exc.code}: "
                             f"{exc.text}) — fix what it names and submit again") from None
-        return str(answer.get("submission_id", submission_id)) if isinstance(answer, dict) else submission_id
+        if isinstance(answer, dict) and answer.get("submission_id"):
+            return str(answer["submission_id"])
+        return submission_id
 
-    def status(self, job_id: str) -> Dict[str, object]:
+    def _job(self, method: str, job_id: str, suffix: str = "") -> object:
+        """A call about one job: 404 means the cluster has no such job."""
+        path = f"/api/jobs/{urllib.parse.quote(job_id)}{suffix}"
         try:
-            answer = self._call("GET", f"/api/jobs/{urllib.parse.quote(job_id)}")
+            return self._call(method, path)
         except HttpStatus as exc:
             if exc.code == 404:
                 raise JobsError("SUB-E007", f"the cluster at {self.base} has no job {job_id} — "
                                 "check RUN_ID and RAY_ADDRESS (make submit starts a job)") from None
-            raise JobsError("SUB-E006", f"GET /api/jobs/{job_id}: HTTP {exc.code}: {exc.text}") from None
+            raise JobsError("SUB-E006", f"{method} {path}: HTTP {exc.code}: {exc.text}") from None
+
+    def status(self, job_id: str) -> Dict[str, object]:
+        answer = self._job("GET", job_id)
         if not isinstance(answer, dict) or "status" not in answer:
             raise JobsError("SUB-E004", f"{self.base} sent a job status without 'status' — set "
                             "RAY_ADDRESS to the head's dashboard")
@@ -125,24 +132,12 @@ class JobsClient:
 
     def logs(self, job_id: str) -> str:
         """The job's whole log so far (TooLarge past MAX_BODY)."""
-        try:
-            answer = self._call("GET", f"/api/jobs/{urllib.parse.quote(job_id)}/logs")
-        except HttpStatus as exc:
-            if exc.code == 404:
-                raise JobsError("SUB-E007", f"the cluster at {self.base} has no job {job_id} — "
-                                "check RUN_ID and RAY_ADDRESS") from None
-            raise JobsError("SUB-E006", f"GET /api/jobs/{job_id}/logs: HTTP {exc.code}: {exc.text}") from None
+        answer = self._job("GET", job_id, "/logs")
         return str(answer.get("logs", "")) if isinstance(answer, dict) else ""
 
     def stop(self, job_id: str) -> bool:
         """True when the job was running and is being stopped; False when it had ended."""
-        try:
-            answer = self._call("POST", f"/api/jobs/{urllib.parse.quote(job_id)}/stop")
-        except HttpStatus as exc:
-            if exc.code == 404:
-                raise JobsError("SUB-E007", f"the cluster at {self.base} has no job {job_id} — "
-                                "check RUN_ID and RAY_ADDRESS") from None
-            raise JobsError("SUB-E006", f"POST /api/jobs/{job_id}/stop: HTTP {exc.code}: {exc.text}") from None
+        answer = self._job("POST", job_id, "/stop")
         return bool(answer.get("stopped")) if isinstance(answer, dict) else False
 
 
