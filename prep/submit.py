@@ -143,8 +143,9 @@ def cmd_submit(args: argparse.Namespace, client: JobsClient) -> int:
     say(f"submitted {args.run_id} to {client.base} (Ray {version.get('ray_version')}); "
         f"following it (Ctrl-C stops following, not the job: make stop RUN_ID={args.run_id})")
     try:
-        return follow(client, args.run_id, run_folder(args.storage_root, args.run_id), args.poll,
-                      args.prep_root)
+        mounted = bool(args.prep_root) and Path(args.prep_root).is_dir()  # this box's view
+        where = run_folder(args.prep_root if mounted else args.storage_root, args.run_id)
+        return follow(client, args.run_id, where, args.poll, args.prep_root)
     except KeyboardInterrupt:
         say(f"stopped following; {args.run_id} runs on — make logs RUN_ID={args.run_id}, "
             f"make stop RUN_ID={args.run_id}")
