@@ -9,7 +9,7 @@ MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
 
 ##@ Knobs (set on the command line, e.g. make verify-inputs PREP_ROOT=/mnt/my-volume)
 PREP_ROOT ?= /mnt/rlinf-reproduction# where THIS box mounts the shared volume (the tutorial's prep-box path)
-STORAGE_ROOT ?= /mnt/verl-reproduction# where the training JOB mounts the same volume (for pasted text only)
+STORAGE_ROOT ?= /mnt/verl-reproduction# where the training JOB mounts the same volume (pasted text, submit, rayjob)
 PROFILE ?=# a profile in tools/verl/two-worker-grpo/profiles/ (empty: tutorial-2x2-a100)
 RUN_ID ?=# the run to check afterwards, e.g. make postflight RUN_ID=exp-001
 REPORT_HTML ?=# make report: write the page here instead of report.html in the run folder
@@ -20,9 +20,19 @@ GSM8K_SOURCE ?=# prepare-inputs: convert GSM8K from this folder (default: Huggin
 SMOKE_ROOT ?= $(CURDIR)/.smoke# make smoke's self-contained storage root
 DEMO_ROOT ?= $(CURDIR)/.demo# make demo's scratch volume (made afresh on every run)
 PYTHON ?= python3# the Python that runs the tools (3.8 or newer, standard library only)
+RAY_ADDRESS ?=# submit, stop, logs: the head's job server, e.g. http://10.0.0.5:8265
+SAVE_FREQ ?=# submit: a checkpoint every N steps (empty: the profile's)
+RESUME_FROM ?=# submit: continue this preempted run's RUN_ID under the new RUN_ID
+JOB_ENV ?=# submit, rayjob: more job variables, e.g. JOB_ENV="KILL_GRACE=30 PROBE_TIMEOUT=300"
+SUBMIT_BUNDLE ?=# submit, rayjob: the bundle whose launcher and profiles to use (empty: this checkout's)
+RAYJOB_IMAGE ?= cr.infini-ai.com/infini-ai/verl:app-verl0.6-transformers4.56.1-sglang0.5.2-mcore0.13.0-te2.2# rayjob: the verl image of every pod
+RAYJOB_CLAIM ?= verl-reproduction# rayjob: the PersistentVolumeClaim of the shared volume
+RAYJOB_HEAD_GPUS ?=# rayjob: GPUs of the head pod (empty: the profile's GPUS_PER_NODE; 0: CPU-only head)
 
 VERIFY := $(PYTHON) -I -B tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py
 BUNDLE := $(PYTHON) prep/bundle.py
+SUBMIT := $(PYTHON) prep/submit.py
+JOB_VARS = --var SAVE_FREQ="$(SAVE_FREQ)" --var RESUME_FROM="$(RESUME_FROM)" $(foreach v,$(JOB_ENV),--var "$(v)")
 
 ##@ General
 .PHONY: help
@@ -47,6 +57,17 @@ driver-command: ## Print the Driver command to paste into the job form (the same
 	@$(BUNDLE) driver-command "$(STORAGE_ROOT)" --profile="$(PROFILE)" --ignored-run-id="$(RUN_ID)"
 runtime-env: ## Print the RuntimeEnv JSON to paste into the job form
 	@$(VERIFY) runtime-env --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)"
+
+##@ Submit: from the prep box to a Ray cluster's job server, or as a KubeRay RayJob
+.PHONY: submit stop logs rayjob
+submit: ## Submit the run RUN_ID to RAY_ADDRESS's job server, follow it, exit with its verdict
+	@$(SUBMIT) submit --address="$(RAY_ADDRESS)" --run-id="$(RUN_ID)" --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)" --prep-root="$(PREP_ROOT)" --bundle="$(SUBMIT_BUNDLE)" $(JOB_VARS)
+stop: ## Stop the submitted run RUN_ID (it leaves FAILED with signal=TERM)
+	@$(SUBMIT) stop --address="$(RAY_ADDRESS)" --run-id="$(RUN_ID)"
+logs: ## Print the submitted run RUN_ID's log so far and its status
+	@$(SUBMIT) logs --address="$(RAY_ADDRESS)" --run-id="$(RUN_ID)"
+rayjob: ## Print a KubeRay RayJob (ray.io/v1) that runs RUN_ID: kubectl apply -f -
+	@$(PYTHON) prep/rayjob.py --run-id="$(RUN_ID)" --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)" --image="$(RAYJOB_IMAGE)" --claim="$(RAYJOB_CLAIM)" --head-gpus="$(RAYJOB_HEAD_GPUS)" --bundle="$(SUBMIT_BUNDLE)" $(JOB_VARS)
 
 ##@ Afterwards: on the prep box
 .PHONY: postflight audit report runs

@@ -37,6 +37,24 @@ setup() {
   assert_success
 }
 
+@test "make runtime-env puts the rollout adapter on PYTHONPATH for a ROLLOUT_ENGINE=hf profile" {
+  run make -s -C "$REPO" runtime-env PROFILE=smoke-1x1 STORAGE_ROOT=/mnt/volume
+  assert_success
+  run python3 -c 'import json, sys; print(json.loads(sys.argv[1])["env_vars"]["PYTHONPATH"])' "$output"
+  assert_output "/mnt/volume/code/verl/999af4135fcd9518fa40f62bbea21b5cf568a3e3:/mnt/volume/tools/verl/two-worker-grpo/rollout"
+}
+
+@test "make rayjob prints a RayJob for RUN_ID with the image knob, and refuses a missing RUN_ID" {
+  run make -s -C "$REPO" rayjob RUN_ID=exp-9 RAYJOB_IMAGE=registry.example/verl:0.6
+  assert_success
+  assert_line "apiVersion: \"ray.io/v1\""
+  assert_line "  jobId: \"exp-9\""
+  assert_line --partial "image: \"registry.example/verl:0.6\""
+  run make -s -C "$REPO" rayjob
+  assert_failure
+  assert_line --index 0 --partial "rayjob: (SUB-E012) no RUN_ID given"
+}
+
 @test "make driver-command pins the current launcher and exports the job's settings, never RUN_ID" {
   run make -s -C "$REPO" driver-command STORAGE_ROOT=/mnt/volume PROFILE=smoke-1x1 RUN_ID=exp-9
   assert_success

@@ -57,7 +57,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=d1f7d1bdc57815dea9ad40c44aafb13ec1c93c9a6287d6f515b9d64bf9bc6bcc
+readonly BUNDLE_SUMS_SHA256=6079db2defcb5de1c6945c84539d7d14579b06271afdaef26be92b32b41482ad
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -147,6 +147,21 @@ CATALOG = {
     "POST-E065": ("the earlier run's checkpoint differs from the hashes recorded at resume", "The checkpoint the run started from was changed or removed afterwards: the lineage cannot be proved."),
     "POST-E090": ("preflight.json cannot map ranks to nodes: not an object, or its workers have fields of the wrong type", "preflight.json comes only from the run's preflight phase: the record was damaged or written by something else; the run cannot be verified from it."),
     "POST-W001": ("a TensorBoard file ends in a cut-off record", "Usually the writer was stopped mid-write; earlier records are intact and were used."),
+    # make submit, stop, logs (the Ray Jobs REST API) and make rayjob, on the prep box
+    "SUB-E001": ("RAY_ADDRESS is not set", "Set RAY_ADDRESS=http://<head>:8265, the address of the head's dashboard, which serves the Ray job API."),
+    "SUB-E002": ("RAY_ADDRESS is not the job server's http:// address", "Use http://<head>:8265 (the dashboard port), not the GCS port (6379), not ray://<head>:10001 (Ray Client), and no path."),
+    "SUB-E003": ("the Ray job server cannot be reached", "Check the host and port in RAY_ADDRESS, that the head runs with its dashboard (ray[default]), and that this box can reach it (firewall, port-forward)."),
+    "SUB-E004": ("the address answers, but not as a Ray job server", "Point RAY_ADDRESS at the head's dashboard, http://<head>:8265; a proxy in between must pass /api/ through."),
+    "SUB-E005": ("the RUN_ID was already submitted to this cluster", "Set a new RUN_ID for every run, clone or retry (the submission id is the RUN_ID); make logs RUN_ID=... shows the earlier one."),
+    "SUB-E006": ("the job server refused a request", "The message carries the server's reason: fix it (often a RuntimeEnv the cluster cannot set up) and submit again with a new RUN_ID."),
+    "SUB-E007": ("the cluster has no job with that RUN_ID", "Check RUN_ID and RAY_ADDRESS: a job is known only to the cluster it was submitted to, while that cluster lives."),
+    "SUB-E010": ("the bundle cannot make the Driver command or RuntimeEnv", "Set PROFILE= to a profile of the bundle and STORAGE_ROOT= to the job's mount path (letters, digits, '/', '.', '_', '-')."),
+    "SUB-E011": ("a job variable cannot be set", "Write JOB_ENV=\"NAME=value ...\" with plain values; PROFILE and STORAGE_ROOT are make knobs, and the RuntimeEnv's pinned variables cannot be changed."),
+    "SUB-E012": ("RUN_ID is missing or malformed", "Set RUN_ID=<a new name>: at most 128 of [A-Za-z0-9._-], starting with a letter or digit."),
+    "SUB-E013": ("the run folder already exists on PREP_ROOT", "Set a new RUN_ID: a run folder is never reused (the launcher would refuse it, LAUNCH-E008)."),
+    "SUB-E014": ("a stopped job did not end in time", "Ray sends TERM, then KILL after RAY_JOB_STOP_WAIT_TIME_S: see make logs RUN_ID=... and the Ray dashboard; run make stop again."),
+    "SUB-E020": ("RAYJOB_HEAD_GPUS is neither empty nor 0", "Leave RAYJOB_HEAD_GPUS empty for a head holding the profile's GPUS_PER_NODE GPUs, or set 0 for a CPU-only head."),
+    "SUB-E021": ("RAYJOB_IMAGE or RAYJOB_CLAIM is malformed", "Set RAYJOB_IMAGE to the verl image reference and RAYJOB_CLAIM to the shared volume's PersistentVolumeClaim name."),
     # The report (make report): what could not be read, so the page shows a gap, not a guess
     "RPT-E001": ("run.json is missing or unreadable", "The launcher writes run.json first: check RUN_ID and PREP_ROOT; for a run started another way, set PROFILE= to the profile it used."),
     "RPT-E002": ("a JSON record is unreadable", "Re-run make postflight RUN_ID=... to rewrite verification.json and actor-placement.json; inputs.json and preflight.json come only from the run itself."),
@@ -171,7 +186,8 @@ def markdown_table() -> str:
 FAMILIES = {"LAUNCH": "the launcher, before and between phases", "GEN": "any phase: usage, disk, bugs",
             "INP": "the inputs phase and make verify-inputs", "PRE": "preflight, on the cluster",
             "RES": "the resume phase (RESUME_FROM)", "POST": "postflight, from the run folder",
-            "RPT": "make report and make runs"}
+            "RPT": "make report and make runs",
+            "SUB": "make submit, stop, logs and rayjob, on the prep box"}
 
 
 def markdown_page() -> str:
