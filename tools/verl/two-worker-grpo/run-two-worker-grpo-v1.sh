@@ -363,7 +363,7 @@ main() {
   run_phase training train_and_log
 
   run_phase postflight python3 -I -B "$VERIFY" postflight --profile "$PROFILE_NAME" --run-id "$RUN_ID" \
-    --output-dir "$RUN_DIR"
+    --output-dir "$RUN_DIR" --fan-out
   [[ -s "$RUN_DIR/SUCCESS" ]] ||
     die 1 "(LAUNCH-E013) postflight passed but wrote no SUCCESS — see $RUN_DIR/verification.json"
   printf '%s: SUCCESS %s (verification: %s/verification.json)\n' "$PROG" "$RUN_ID" "$RUN_DIR"
