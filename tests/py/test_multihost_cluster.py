@@ -348,6 +348,26 @@ def test_the_pasted_driver_command_reaches_success_on_two_hosts(cluster):
     assert sorted(p.name for p in (run / "preflight-nodes").iterdir()) == ["node-0.json", "node-1.json"]
 
 
+def test_in_job_postflight_reads_the_shards_on_every_node_and_names_where_one_failed(cluster):
+    out, run = launch(cluster, "flow-fanout")
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    assert "checkpoint shards spread over 2 Ray node(s)" in out.stdout + out.stderr
+    actor = run / "checkpoints" / "global_step_2" / "actor"
+    for shard in sorted(actor.glob("model_world_size_4_rank_*.pt")):  # one damaged shard a rank
+        data = bytearray(shard.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        shard.write_bytes(bytes(data))
+    verify = [sys.executable, "-I", "-B", str(cluster.storage / BUNDLE_REL / "verify-two-worker-grpo-v1.py"),
+              "postflight", "--output-dir", str(run), "--fan-out"]
+    result = cluster.driver(verify, check=False, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    verification = json.loads((run / "verification.json").read_text())
+    damaged = [f for c in verification["checks"] for f in c["findings"] if f["id"] in ("POST-E022", "POST-E032")]
+    assert len(damaged) == 4
+    hosts = {f["message"].rsplit("(checked on node ", 1)[1].rstrip(")") for f in damaged}
+    assert hosts == {"node-0", "node-1"}  # each node read its own slice and says so
+
+
 def test_a_fault_in_the_artifacts_leaves_failed_in_postflight(cluster):
     out, run = launch(cluster, "flow-fault", STANDIN_FAULT="missing-shard")
     assert out.returncode == 1

@@ -57,7 +57,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=6079db2defcb5de1c6945c84539d7d14579b06271afdaef26be92b32b41482ad
+readonly BUNDLE_SUMS_SHA256=224ad99e3a80d80fe2b1b9955becaf5549c709c9de4e08f20bc89759000572d1
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
@@ -363,7 +363,7 @@ main() {
   run_phase training train_and_log
 
   run_phase postflight python3 -I -B "$VERIFY" postflight --profile "$PROFILE_NAME" --run-id "$RUN_ID" \
-    --output-dir "$RUN_DIR"
+    --output-dir "$RUN_DIR" --fan-out
   [[ -s "$RUN_DIR/SUCCESS" ]] ||
     die 1 "(LAUNCH-E013) postflight passed but wrote no SUCCESS — see $RUN_DIR/verification.json"
   printf '%s: SUCCESS %s (verification: %s/verification.json)\n' "$PROG" "$RUN_ID" "$RUN_DIR"

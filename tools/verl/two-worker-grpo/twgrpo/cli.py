@@ -65,6 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--world-size", type=int)
     p.add_argument("--audit", action="store_true", help="the same checks, nothing written, no "
                    "marker moved: for a read-only mount or a copy (exit 3: checkpoint not here)")
+    p.add_argument("--fan-out", action="store_true", help="check the checkpoint's shards on every "
+                   "node of the Ray cluster that is up (the launcher's in-job call; needs ray)")
 
     p = sub.add_parser("report", parents=[common], help="human summary of a run folder")
     p.add_argument("--output-dir", type=Path, help="the run folder")

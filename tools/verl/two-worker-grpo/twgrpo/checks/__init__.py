@@ -2,5 +2,6 @@
 postflight with its checkpoint and placement parts): each check a small named function that
 returns findings.
 
-May import: formats/, run/ and other modules of checks/; ray only inside the cluster probe.
+May import: formats/, run/ and other modules of checks/; ray only inside the cluster probe
+and the in-job shard fan-out (fanout.py, with postflight --fan-out).
 """

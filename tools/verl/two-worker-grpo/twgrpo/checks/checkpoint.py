@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import shards
 from ..formats import bounded, lines
@@ -21,7 +21,9 @@ def _small_json(path: Path) -> Any:
     return bounded.loads(lines.read_small(path))
 
 
-def step_findings(run_dir: Path, step: int, world: int) -> Tuple[List[Finding], Dict[str, Any]]:
+def step_findings(run_dir: Path, step: int, world: int,
+                  check_files: Callable[..., Dict[Path, Any]] = shards.check_files
+                  ) -> Tuple[List[Finding], Dict[str, Any]]:
     """Postflight's checks of one checkpoint folder, checkpoints/global_step_<step>/, and its
     evidence; resume (twgrpo/resume.py) picks the checkpoint it continues from with them too."""
     step_dir = run_dir / "checkpoints" / f"global_step_{step}"
@@ -29,7 +31,7 @@ def step_findings(run_dir: Path, step: int, world: int) -> Tuple[List[Finding], 
     found, files = [], {}
     paths = [(kind, rank, actor / f"{kind}_world_size_{world}_rank_{rank}.pt")
              for kind in SHARD_KINDS for rank in range(world)]
-    problems = shards.check_files([p for _, _, p in paths] + [step_dir / "data.pt"])
+    problems = check_files([p for _, _, p in paths] + [step_dir / "data.pt"])
     for kind, rank, path in paths:
         problem = problems[path]
         if problem and problem[0] == "missing":

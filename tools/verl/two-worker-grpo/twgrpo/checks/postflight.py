@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import audit, checkpoint, placement, resumed
+from . import audit, checkpoint, fanout, placement, resumed, shards
 from .command_record import check_resolved_command, small_json
 from .rollouts import check_rollouts
 from ..run import humane, typed
@@ -38,6 +38,7 @@ class PostflightContext:
     evidence: Dict[str, Any] = dataclasses.field(default_factory=dict)
     placement_record: Dict[str, Any] = dataclasses.field(default_factory=dict)
     lineage: Any = None  # a resumed run's record (resumed.py); None for a fresh run
+    fan_out: bool = False  # in-job: shard checks spread over the Ray cluster (fanout.py)
     _scan: Optional[trainlog.LogScan] = None
     _preflight: Optional[Dict[str, Any]] = None
 
@@ -179,7 +180,8 @@ def check_tensorboard(ctx: PostflightContext) -> List[Finding]:
 def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
     audit.require_checkpoints(ctx.run_dir)
     steps = ctx.steps
-    found, evidence = checkpoint.step_findings(ctx.run_dir, steps, ctx.world_size)
+    found, evidence = checkpoint.step_findings(
+        ctx.run_dir, steps, ctx.world_size, fanout.check_files if ctx.fan_out else shards.check_files)
     tracker = ctx.run_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
     try:
         latest = lines.read_small(tracker).strip()
@@ -216,6 +218,7 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
     world = args.world_size or profile.world_size
     ctx = PostflightContext(profile, run_dir, run_id, args.training_log or run_dir / "training.log", world)
     ctx.lineage = resumed.lineage_in(run_dir)
+    ctx.fan_out = bool(getattr(args, "fan_out", False))
     header = (f"run {run_id}, profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
               f"{humane.plural(profile.TARGET_STEPS, 'step')}")

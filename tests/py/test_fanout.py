@@ -1,0 +1,93 @@
+"""In-job postflight spreads the shard checks over a real Ray cluster (a local head here; the
+multi-host test cluster runs the launcher with it): a damaged shard is reported with the node
+that read it, the verdicts equal the local check's, and without a cluster the check runs here."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torchlike
+from twgrpo.checks import fanout, shards
+
+
+def test_slices_balance_bytes_largest_first(tmp_path):
+    sizes = {tmp_path / f"f{i}": size for i, size in enumerate([100, 90, 50, 40, 10, 5])}
+    parts = fanout.slices(sizes, 2)
+    assert [sum(sizes[p] for p in part) for part in parts] == [150, 145]
+    assert fanout.slices(sizes, 10) and len(fanout.slices(sizes, 10)) == 6
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory):
+    ray = shutil.which("ray", path=os.path.dirname(sys.executable))
+    if ray is None:
+        pytest.skip("ray is not installed in the test venv")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    temp = tmp_path_factory.mktemp("rayhead")
+    short = f"/tmp/twgrpo-fanout-{os.getpid()}"  # Ray's socket paths must fit 107 bytes
+    head = subprocess.Popen([ray, "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+                             f"--port={port}", "--include-dashboard=false", "--disable-usage-stats",
+                             f"--temp-dir={short}", "--num-cpus=2", "--num-gpus=0"],
+                            stdout=open(temp / "head.log", "w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    address = f"127.0.0.1:{port}"
+    try:
+        for _ in range(90):
+            ok = subprocess.run([sys.executable, "-c", "import ray, sys; ray.init(address=sys.argv[1], "
+                                 "log_to_driver=False); ray.shutdown()", address],
+                                capture_output=True).returncode == 0
+            if ok:
+                break
+            if head.poll() is not None:
+                pytest.skip(f"ray start exited: {(temp / 'head.log').read_text()[-500:]}")
+            time.sleep(1)
+        else:
+            pytest.skip("the Ray head did not come up in 90 s")
+        yield address
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        shutil.rmtree(short, ignore_errors=True)
+
+
+def test_a_damaged_shard_is_reported_with_the_node_that_read_it(ray_head, tmp_path, monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", ray_head)
+    paths = []
+    for rank in range(4):
+        path = tmp_path / f"model_world_size_4_rank_{rank}.pt"
+        torchlike.write_shard(path, [256] * 8)
+        paths.append(path)
+    data = bytearray(paths[2].read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    paths[2].write_bytes(bytes(data))
+    said = []
+    try:
+        found = fanout.check_files(paths, log=said.append, timeout=300)
+    finally:
+        import ray
+        ray.shutdown()
+    assert "spread over 1 Ray node(s)" in said[0]
+    local = shards.check_files(paths)
+    assert [p for p in paths if found[p]] == [paths[2]] == [p for p in paths if local[p]]
+    assert found[paths[2]] == (local[paths[2]][0],
+                               f"{local[paths[2]][1]} (checked on node {socket.gethostname()})")
+
+
+def test_without_ray_the_shards_are_checked_here(tmp_path, monkeypatch):
+    path = tmp_path / "model_world_size_1_rank_0.pt"
+    torchlike.write_shard(path, [64])
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    said = []
+    assert fanout.check_files([path], log=said.append) == {path: None}
+    assert said == ["postflight: no Ray cluster to spread the shard checks over (ModuleNotFoundError); "
+                    "checking them here"]
