@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 STUBS = REPO / "tests" / "stubs"
 SUBNET = "10.231.0"
 GCS_PORT = 6379
+DASHBOARD_PORT = 8265  # the head's job server, when the cluster has one (dashboard=True)
 NETNS_DIR = "/var/run/netns"  # where named network namespaces are bind-mounted
 SHARED_GPU0 = {"CUDA_VISIBLE_DEVICES": "0"}  # --real-gpus: every host on the machine's GPU 0
 # Fast failure detection, so a killed node is seen dead in seconds, not half a minute.
@@ -71,7 +72,7 @@ class Cluster:
     created = 0  # clusters made by this process: each gets its own namespace names
 
     def __init__(self, root: Path, tag: Optional[str] = None, stub_gpus: bool = True,
-                 cpus_per_node: int = 1):
+                 cpus_per_node: int = 1, dashboard: bool = False):
         self.root = Path(root)
         Cluster.created += 1
         self.tag = tag or f"twg{os.getpid() % 100000}c{Cluster.created}"  # short: <= 15-char links
@@ -82,6 +83,7 @@ class Cluster:
         self.node_envs: List[Dict[str, str]] = []
         self.stub_gpus = stub_gpus  # False on a GPU machine: the real nvidia-smi answers
         self.cpus_per_node = cpus_per_node  # 1 for probes; verl's actors want more
+        self.dashboard = dashboard  # the head serves the Ray job API on DASHBOARD_PORT
         if self.state.is_file():
             data = json.loads(self.state.read_text())
             self.tag = data["tag"]
@@ -89,6 +91,7 @@ class Cluster:
             self.env, self.node_envs = data["env"], data.get("node_envs", [])
             self.stub_gpus = data.get("stub_gpus", True)
             self.cpus_per_node = data.get("cpus_per_node", 1)
+            self.dashboard = data.get("dashboard", False)
 
     # ------------------------------------------------------------------ namespaces
     @property
@@ -102,6 +105,7 @@ class Cluster:
     def save(self) -> None:
         self.state.write_text(json.dumps({"tag": self.tag, "env": self.env, "node_envs": self.node_envs,
                                           "stub_gpus": self.stub_gpus, "cpus_per_node": self.cpus_per_node,
+                                          "dashboard": self.dashboard,
                                           "nodes": [dataclasses.asdict(n) for n in self.nodes]}))
 
     def create_switch(self) -> None:
@@ -189,7 +193,10 @@ class Cluster:
 
     def start_ray(self, node: Node, gpus: int, extra_env: Optional[Dict[str, Optional[str]]] = None) -> None:
         head = self.nodes[0]
-        role = (["--head", f"--port={GCS_PORT}", "--include-dashboard=false",
+        dashboard = (["--include-dashboard=true", f"--dashboard-host={node.ip}",
+                      f"--dashboard-port={DASHBOARD_PORT}"] if self.dashboard
+                     else ["--include-dashboard=false"])
+        role = (["--head", f"--port={GCS_PORT}", *dashboard,
                  f"--temp-dir={self.ray_temp}"] if node is head
                 else [f"--address={head.ip}:{GCS_PORT}"])
         log = open(self.root / f"n{node.index}" / "ray-start.log", "ab")
