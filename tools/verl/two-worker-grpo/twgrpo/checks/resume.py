@@ -30,7 +30,7 @@ from ..run.records import write_json
 # Checkpoint frequency may differ between the runs of a chain; every other value may not.
 MAY_DIFFER = {"SAVE_FREQ"}
 # The values that pin what the run reads (SHA256SUMS hashes of model and data, verl's commit).
-INPUT_PINS = ("VERL_COMMIT", "MODEL_HUB", "MODEL_ID", "MODEL_REVISION", "MODEL_SUMS_SHA256",
+INPUT_PINS = ("VERL_COMMIT", "VERL_SUMS_SHA256", "MODEL_HUB", "MODEL_ID", "MODEL_REVISION", "MODEL_SUMS_SHA256",
               "MODEL_WEIGHTS", "DATASET_HUB", "DATASET_ID", "DATASET_REVISION", "DATASET_VARIANT",
               "DATA_SUMS_SHA256", "TRAIN_ROWS", "TEST_ROWS")
 TRACKER = "latest_checkpointed_iteration.txt"
