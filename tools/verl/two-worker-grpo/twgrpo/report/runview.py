@@ -269,6 +269,8 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
     verdict = latest_verdict(run_dir, lambda _, name: statuses[name])
     if verdict.conflicts:
         problems += [finding("RPT-E004", "SUCCESS/FAILED", text) for text in verdict.conflicts]
+    if verdict.status == "UNPROVEN":
+        problems.append(finding("RPT-E010", run_id, verdict.summary))
     if verdict.status == "INCOMPLETE" and not verdict.conflicts:
         problems.append(finding("RPT-E007", run_id, verdict.summary))
     placement = _record(run_dir, "actor-placement.json", problems)

@@ -145,6 +145,9 @@ CATALOG = {
     "POST-E033": ("training.log repeats evidence lines beyond the reader's limit", "More than 100,000 NCCL init, transport, Gloo or step values: the log mixes many runs or was tampered with; use the run's own training.log."),
     "POST-E040": ("the run folder is a symlink", "Postflight writes only into the run's own folder: name the real folder (it may point at another run)."),
     "POST-E041": ("inputs.json is missing or did not pass", "SUCCESS needs every phase: run the whole launcher; its inputs phase writes inputs.json."),
+    "POST-E070": ("the launcher recorded FAILED for this run", "A run that failed once is never turned into a success: read FAILED's phase and cause; start a new run (or resume it with RESUME_FROM)."),
+    "POST-E071": ("driver.log does not say training ended with status 0", "SUCCESS needs the launcher's own record of the training phase: judge only run folders the launcher made, whose driver.log is whole; a hand-made folder is never a SUCCESS."),
+    "POST-E072": ("inputs.json's evidence differs from the profile's pins", "The inputs record names another commit, tree or model/data manifest than run.json's profile pins: the record was edited or belongs to another run; the run proves nothing about the pinned inputs."),
     "POST-E060": ("a resumed run's lineage in run.json is malformed", "run.json's resume record names the earlier run and step; it was damaged: the run cannot be verified."),
     "POST-E061": ("the log does not show verl loading the recorded checkpoint", "The training did not start from the lineage's checkpoint: see training.log for 'Load from checkpoint folder'; resume again with a new RUN_ID."),
     "POST-E062": ("the log's training steps do not continue from the checkpoint", "A resumed run trains steps N+1..target only: see the step:N lines in training.log."),
@@ -169,6 +172,7 @@ CATALOG = {
     "SUB-E020": ("RAYJOB_HEAD_GPUS is neither empty nor 0", "Leave RAYJOB_HEAD_GPUS empty for a head holding the profile's GPUS_PER_NODE GPUs, or set 0 for a CPU-only head."),
     "SUB-E021": ("RAYJOB_IMAGE or RAYJOB_CLAIM is malformed", "Set RAYJOB_IMAGE to the verl image reference and RAYJOB_CLAIM to the shared volume's PersistentVolumeClaim name."),
     # The report (make report): what could not be read, so the page shows a gap, not a guess
+    "RPT-E010": ("SUCCESS exists but the records do not prove it (UNPROVEN)", "The message names what is missing (a phase record, driver.log's training line, a postflight check): run make postflight RUN_ID=... to judge the run again; a folder the launcher did not make stays UNPROVEN."),
     "RPT-E001": ("run.json is missing or unreadable", "The launcher writes run.json first: check RUN_ID and PREP_ROOT; for a run started another way, set PROFILE= to the profile it used."),
     "RPT-E002": ("a JSON record is unreadable", "Re-run make postflight RUN_ID=... to rewrite verification.json and actor-placement.json; inputs.json and preflight.json come only from the run itself."),
     "RPT-E003": ("driver.log is missing or holds no phase line", "The launcher tees driver.log from its first line: the run was not started by the launcher, or its log was removed."),

@@ -1,16 +1,29 @@
-"""A run's verdict from its latest records: SUCCESS only while the latest postflight passed.
+"""A run's verdict from its latest records: SUCCESS only while the records prove it.
 
 One function, so that every reader (report, runs) judges a run the same way. The markers
 SUCCESS and FAILED say what happened when they were written; verification.json is rewritten by
 every postflight, so it is the latest word, and a marker that disagrees with it is a conflict.
+A SUCCESS marker alone proves nothing (anyone can write one): SUCCESS stands only beside the
+launcher's record of every phase (inputs and preflight passed, driver.log's line that training
+ended with status 0, a resume record for a resumed run) and a verification.json holding every
+postflight check, each passed. A folder whose records do not add up is UNPROVEN.
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from ..formats import bounded
+
+# Every check postflight runs, in its order (tests/py/test_run_verdict.py holds it equal to
+# checks.postflight.CHECKS): a verification.json without all of them passed proves no SUCCESS.
+POSTFLIGHT_CHECKS = ("training-log", "fatal-markers", "completion-markers", "resolved-command",
+                     "inputs-record", "launcher-records", "rank-placement", "tensorboard-scalars",
+                     "rollouts", "checkpoint", "resume")
+PHASE_LINE = re.compile(r"^run-two-worker-grpo-v1: phase ([a-z]+) ended with status (\d+) after ")
+MAX_DRIVER_LINES = 10_000_000  # read line by line, each line cut short; past this, not read
 
 PHASE_RECORDS = (("inputs", "inputs.json"), ("preflight", "preflight.json"),
                  ("postflight", "verification.json"))
@@ -21,7 +34,7 @@ SUPERSEDED = "SUCCESS.superseded-"  # where a failing re-run moves an earlier SU
 
 @dataclasses.dataclass
 class Verdict:
-    status: str          # SUCCESS, FAILED or INCOMPLETE
+    status: str          # SUCCESS, FAILED, UNPROVEN or INCOMPLETE
     summary: str         # one line for people
     conflicts: List[str] = dataclasses.field(default_factory=list)
     superseded: List[str] = dataclasses.field(default_factory=list)  # earlier SUCCESS markers
@@ -95,10 +108,11 @@ def _judge(run_dir: Path, status_of: Callable[[Path, str], Optional[str]]) -> Ve
                              "which failed")
         return Verdict("FAILED", "FAILED: the latest postflight found problems", conflicts)
     if success is not None and post == "passed":
-        missing = [p for p in ("inputs", "preflight") if statuses[p] != "passed"]
-        return Verdict("SUCCESS", "SUCCESS: every check of every phase passed" if not missing else
-                       f"SUCCESS: postflight passed (no passing {' or '.join(missing)} record)",
-                       conflicts)
+        gaps = proof_gaps(run_dir, statuses)
+        if gaps:
+            return Verdict("UNPROVEN", "UNPROVEN: SUCCESS exists but the records do not prove it: "
+                           + "; ".join(gaps), conflicts)
+        return Verdict("SUCCESS", "SUCCESS: every check of every phase passed", conflicts)
     if success is not None:
         conflicts.append(f"SUCCESS exists but verification.json is {post or 'missing'}")
         return Verdict("INCOMPLETE", "UNPROVEN: SUCCESS without a readable verification.json; "
@@ -112,3 +126,53 @@ def _judge(run_dir: Path, status_of: Callable[[Path, str], Optional[str]]) -> Ve
                        "launcher was stopped before it could write one)", conflicts)
     return Verdict("INCOMPLETE", "no SUCCESS or FAILED yet: the run is going on, or it stopped "
                    "without a trace", conflicts)
+
+
+def phase_statuses(run_dir: Path) -> Dict[str, int]:
+    """Each phase's exit status as the launcher wrote it in driver.log (the last line wins)."""
+    found: Dict[str, int] = {}
+    try:
+        for line in bounded.lines(Path(run_dir) / "driver.log", MAX_DRIVER_LINES):
+            match = PHASE_LINE.match(line)
+            if match:
+                found[match.group(1)] = int(match.group(2))
+    except bounded.Unreadable:
+        return {}
+    return found
+
+
+def postflight_gaps(run_dir: Path) -> List[str]:
+    """Postflight checks verification.json lacks or did not pass (a partial list proves less)."""
+    try:
+        record = bounded.read_object(Path(run_dir) / "verification.json")
+    except bounded.Unreadable as exc:
+        return [f"verification.json is {exc}"]
+    checks = record.get("checks")
+    passed = {c.get("name") for c in checks if isinstance(c, dict) and c.get("status") == "passed"} \
+        if isinstance(checks, list) else set()
+    lacking = [name for name in POSTFLIGHT_CHECKS if name not in passed]
+    if lacking:
+        return [f"verification.json lacks passing checks {', '.join(lacking)} (run make "
+                "postflight to judge the run again)"]
+    return []
+
+
+def proof_gaps(run_dir: Path, statuses: Dict[str, Optional[str]]) -> List[str]:
+    """What the launcher's records lack for SUCCESS; empty when every phase is proven."""
+    gaps = [f"{name} is {statuses[phase] or 'missing'}, not passed"
+            for phase, name in PHASE_RECORDS[:2] if statuses[phase] != "passed"]
+    ended = phase_statuses(run_dir)
+    if ended.get("training") != 0:
+        gaps.append("driver.log has no line of the launcher saying training ended with status 0"
+                    if "training" not in ended else
+                    f"driver.log says training ended with status {ended['training']}")
+    if resumed(run_dir) and record_status(run_dir, "resume.json") != "passed":
+        gaps.append("run.json names a resume lineage but resume.json did not pass")
+    return gaps + postflight_gaps(run_dir)
+
+
+def resumed(run_dir: Path) -> bool:
+    try:
+        return bounded.read_object(Path(run_dir) / "run.json").get("resume") is not None
+    except bounded.Unreadable:
+        return False
