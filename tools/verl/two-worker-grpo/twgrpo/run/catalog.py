@@ -51,6 +51,9 @@ CATALOG = {
     "RES-E009": ("the earlier run has no complete checkpoint", "It stopped before its first checkpoint finished (or the files are damaged): start afresh, with SAVE_FREQ=<N> for checkpoints every N steps."),
     "RES-E010": ("the earlier run's checkpoint is at the target step", "Nothing is left to train: check the earlier run with make postflight RUN_ID=<it>."),
     "RES-E011": ("the earlier run's checkpoint folder leads outside its run folder", "A symbolic link points elsewhere: resume only from a run folder that holds its own checkpoints."),
+    "RES-E020": ("a link in the earlier run's checkpoint leads outside that run", "A folder or file of global_step_N is a symbolic link whose target leaves the earlier run's folder (what it names can change at any time): resume only from a run folder that holds its own checkpoint files."),
+    "RES-E021": ("the earlier run's checkpoint holds something that is not a regular file", "A device, FIFO, link loop or unreadable file, or more files than a checkpoint has: resume from another run, or start afresh."),
+    "RES-E022": ("the checkpoint cannot be copied into the new run", "The resume phase copies global_step_N into <run>/resume-from/ (verl loads that copy): free space on the volume (the message names the cause) and start again with a new RUN_ID."),
     # General
     "GEN-E001": ("a check crashed", "This is a bug in the verifier; report it with the traceback in the JSON record."),
     "GEN-E002": ("a record or marker could not be written", "The message names the file and the cause (no space left, read-only file system): free space or remount read-write, then run the phase again (make postflight RUN_ID=...). Nothing half-written is left behind."),
