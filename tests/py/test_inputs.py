@@ -34,7 +34,7 @@ def data(storage):
 
 
 def checkout(storage):
-    return next((storage / "code" / "verl").iterdir())
+    return next(p for p in (storage / "code" / "verl").iterdir() if p.is_dir())
 
 
 def git(path, *args):
