@@ -145,3 +145,19 @@ def test_a_record_is_never_written_over_a_fifo_or_folder(tmp_path, make_node):
     with pytest.raises(RecordError, match="GEN-E020"):
         write_json(target, {"status": "passed"})
     assert not target.is_file()
+
+
+def test_install_never_writes_through_a_link_or_into_a_fifo(tmp_path, capsys):
+    from prep import bundle
+    dest = tmp_path / "bundle"
+    dest.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (dest / f".{bundle.LAUNCHER_NAME}.installing").symlink_to(victim)  # copyfile would follow it
+    os.mkfifo(dest / "SHA256SUMS")
+    assert bundle.install_files(dest, force=True) is False
+    assert "(GEN-E020)" in capsys.readouterr().err
+    assert victim.read_text() == "keep me\n"
+    assert stat.S_ISFIFO(os.lstat(dest / "SHA256SUMS").st_mode)
+    assert sorted(p.name for p in dest.iterdir()) == sorted(
+        ["SHA256SUMS", f".{bundle.LAUNCHER_NAME}.installing"])
