@@ -161,3 +161,11 @@ def test_install_never_writes_through_a_link_or_into_a_fifo(tmp_path, capsys):
     assert stat.S_ISFIFO(os.lstat(dest / "SHA256SUMS").st_mode)
     assert sorted(p.name for p in dest.iterdir()) == sorted(
         ["SHA256SUMS", f".{bundle.LAUNCHER_NAME}.installing"])
+
+
+def test_the_report_names_the_verl_tree_manifest_it_was_judged_by(tmp_path, capsys):
+    run = make(tmp_path)
+    assert postflight_ids(run, capsys)[0] == 0
+    assert main(["report", "--output-dir", str(run), "--profile", PROFILE]) == 0
+    pin = load_profile(PROFILE).VERL_SUMS_SHA256
+    assert f"tree SHA256SUMS {pin}" in (run / "report.html").read_text()
