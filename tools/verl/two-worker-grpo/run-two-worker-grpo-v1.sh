@@ -57,7 +57,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=e9464247f3e78e7e7850f3abcbbd85bf5b784cac52fb601bc2ecc3b6bed9038d
+readonly BUNDLE_SUMS_SHA256=7415714fb667f9ef353040546939e5172f78ada6604800eab31713ea6393383d
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
