@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
 
 from dev.synth import model, wordproblems  # noqa: E402
-from prep.volume import gsm8k, layout  # noqa: E402
+from prep.volume import gsm8k, layout, verltree  # noqa: E402
 from twgrpo.formats import hashing, parquet  # noqa: E402
 from twgrpo.run.findings import UsageError  # noqa: E402
 from twgrpo.run.profile import load_profile  # noqa: E402
@@ -52,6 +52,10 @@ def build_verl(profile, root: Path, wheel: Path, source: Path) -> str:
     commit = layout.commit_tree(staging, message)
     print(f"generate-inputs: verl {layout.publish(staging, final.parent / commit)}: "
           f"code/verl/{commit}")
+    try:  # the tree pinned by content, as prepare-inputs and pin-inputs do
+        verltree.ensure_manifest(final.parent / commit, commit)
+    except verltree.TreeError as exc:
+        raise layout.LayoutError(str(exc)) from None
     return commit
 
 
@@ -114,9 +118,11 @@ def main(argv=None) -> int:
     problems = []
     if commit != profile.VERL_COMMIT and not args.unpinned:
         problems.append(f"verl commit: profile pins {profile.VERL_COMMIT}, generated {commit}")
-    for what, folder, pin in (("model", profile.model_root(root), profile.MODEL_SUMS_SHA256),
+    verl_sums = verltree.manifest_path(profile.verl_root(root).parent / commit)
+    for what, folder, pin in (("verl tree", verl_sums, profile.VERL_SUMS_SHA256),
+                              ("model", profile.model_root(root), profile.MODEL_SUMS_SHA256),
                               ("data", profile.data_root(root), profile.DATA_SUMS_SHA256)):
-        actual = hashing.sha256_file(folder / "SHA256SUMS")
+        actual = hashing.sha256_file(folder if folder.is_file() else folder / "SHA256SUMS")
         if actual != pin and not args.unpinned:
             problems.append(f"{what} SHA256SUMS: profile pins {pin}, generated {actual}")
     for problem in problems:

@@ -166,6 +166,13 @@ def install_files(dest: Path, force: bool) -> bool:
               f"({', '.join(differing[:5])}); nothing was changed. Past runs used them: install "
               "into a new folder, or pass FORCE=1 to replace them.", file=sys.stderr)
         return False
+    unsafe = [n for n in plan for t in (dest / n, (dest / n).with_name(f".{Path(n).name}.installing"))
+              if (t.is_symlink() or t.exists()) and (t.is_symlink() or not t.is_file())]
+    if unsafe:  # a link, device, FIFO or folder in the way: never written through (GEN-E020)
+        print(f"install: (GEN-E020) {dest} holds non-regular files where bundle files go "
+              f"({', '.join(unsafe[:5])}); nothing was changed. Remove them, or install into a "
+              "new folder.", file=sys.stderr)
+        return False
     for name, source in plan.items():
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)

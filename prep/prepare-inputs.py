@@ -34,10 +34,11 @@ from typing import Dict, List, Tuple
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
 
-from prep.volume import gsm8k, layout, pin  # noqa: E402
+from prep.volume import gsm8k, layout, pin, verltree  # noqa: E402
 from twgrpo.formats import parquet, sums  # noqa: E402
 from twgrpo.run.findings import UsageError  # noqa: E402
 from twgrpo.run.profile import PROFILE_DIR, Profile, load_profile  # noqa: E402
+from twgrpo.run.records import RecordError, write_text  # noqa: E402
 
 CONVERTER = "two-worker-grpo gsm8k-to-verl 1"
 
@@ -52,15 +53,13 @@ def say(message: str) -> None:
 
 # ------------------------------------------------------------------------------------- verl
 def verl_problem(checkout: Path, commit: str) -> str:
-    """'' if checkout is a clean work tree at commit, else what is wrong."""
+    """'' if checkout's files are exactly the commit's tracked files (by content), else what is
+    wrong; git runs with the checkout's own config neutralised (verltree.safe_git)."""
     try:
-        head = layout.git(checkout, "rev-parse", "HEAD")
-        dirty = layout.git(checkout, "status", "--porcelain")
-    except layout.LayoutError as exc:
+        verltree.tree_manifest(checkout, commit)
+    except verltree.TreeError as exc:
         return str(exc)
-    if head != commit:
-        return f"HEAD is {head}, not {commit}"
-    return f"it has local changes:\n{dirty}" if dirty else ""
+    return ""
 
 
 def prepare_verl(profile: Profile, root: Path, source: str) -> str:
@@ -70,7 +69,7 @@ def prepare_verl(profile: Profile, root: Path, source: str) -> str:
         if problem:
             raise PrepareError(f"{final} exists but {problem}; nothing was changed. Fix or move it "
                                "aside, then run prepare-inputs again.")
-        return "kept (clean, at the pinned commit)"
+        return "kept (its files are the pinned commit's), " + _manifest(final, profile)
     staging = layout.staging_for(final)
     staging.rmdir()  # git clone wants to create it
     say(f"verl: cloning {source}")
@@ -88,7 +87,18 @@ def prepare_verl(profile: Profile, root: Path, source: str) -> str:
     problem = verl_problem(staging, profile.VERL_COMMIT)
     if problem:
         raise PrepareError(f"the fresh checkout is wrong: {problem}")
-    return layout.publish(staging, final)
+    return layout.publish(staging, final) + ", " + _manifest(final, profile)
+
+
+def _manifest(checkout: Path, profile: Profile) -> str:
+    """Write (or keep) code/verl/<commit>.SHA256SUMS; what happened, for the log."""
+    try:
+        digest = verltree.ensure_manifest(checkout, profile.VERL_COMMIT)
+    except verltree.TreeError as exc:
+        raise PrepareError(str(exc)) from None
+    pinned = "matches the profile's pin" if digest == profile.VERL_SUMS_SHA256 else \
+        f"sha256 {digest} (the profile pins {profile.VERL_SUMS_SHA256 or 'none'}: make pin-inputs)"
+    return f"tree manifest {verltree.manifest_path(checkout).name} {pinned}"
 
 
 # ------------------------------------------------------------------------------------ model
@@ -244,7 +254,11 @@ def cmd_pin(args: argparse.Namespace, profile: Profile) -> int:
         print(f"prepare-inputs: {target} exists with other pins; nothing was changed. Pass "
               "FORCE=1 to replace it, or --name another profile.", file=sys.stderr)
         return 1
-    target.write_text(text, encoding="utf-8")
+    try:
+        write_text(target, text)  # refused unless absent or a regular file (never a device)
+    except RecordError as exc:
+        print(f"prepare-inputs: {exc}", file=sys.stderr)
+        return 1
     say(f"wrote {target}; now run: make checksums && make verify-inputs PROFILE={args.name} "
         f"PREP_ROOT={args.prep_root}")
     return 0

@@ -69,8 +69,12 @@ def publish(staging: Path, final: Path) -> str:
 
 
 def git(folder: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_ENV, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(folder)}
+    """git in a repository this tool made (generate-inputs); a checkout of the volume is read
+    through verltree.safe_git instead. No hook or fsmonitor of any config runs either way."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, **GIT_ENV,
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "HOME": str(folder)}
     out = subprocess.run(["git", "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false",
+                          "-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}",
                           "-c", f"safe.directory={folder}", "-C", str(folder), *args],
                          capture_output=True, text=True, env=env)
     if out.returncode:

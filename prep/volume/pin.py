@@ -9,7 +9,7 @@ from twgrpo.formats import hashing, parquet, sums
 from twgrpo.checks.inputs import required_files
 from twgrpo.run.profile import Profile
 
-from . import layout
+from . import verltree
 
 
 class UnsafeFolder(ValueError):
@@ -34,12 +34,19 @@ def read_pins(profile: Profile, root: Path) -> Dict[str, str]:
     verl_parent = profile.verl_root(root).parent
     checkouts = sorted(p.name for p in verl_parent.iterdir() if (p / ".git").exists()) \
         if verl_parent.is_dir() else []
-    if profile.VERL_COMMIT not in checkouts and len(checkouts) == 1:
-        commit = layout.git(verl_parent / checkouts[0], "rev-parse", "HEAD")
-    else:
-        commit = layout.git(profile.verl_root(root), "rev-parse", "HEAD")
+    checkout = verl_parent / checkouts[0] if profile.VERL_COMMIT not in checkouts and \
+        len(checkouts) == 1 else profile.verl_root(root)
+    try:  # git with the checkout's own config neutralised; then every file checked by content
+        commit = verltree.safe_git(checkout, "rev-parse", "--verify", "HEAD^{commit}").strip()
+        tree_sha = verltree.ensure_manifest(checkout, commit)
+    except verltree.TreeError as exc:
+        raise UnsafeFolder(f"verl cannot be pinned: {exc}") from None
+    if checkout.name != commit:
+        raise UnsafeFolder(f"{checkout} holds commit {commit}: the folder must be named after "
+                           "its commit (code/verl/<commit>/)")
     return {
         "VERL_COMMIT": commit,
+        "VERL_SUMS_SHA256": tree_sha,
         "MODEL_SUMS_SHA256": hashing.sha256_file(profile.model_root(root) / "SHA256SUMS"),
         "DATA_SUMS_SHA256": hashing.sha256_file(data / "SHA256SUMS"),
         "DATASET_REVISION": str(manifest["revision"]),

@@ -257,3 +257,45 @@ signal_group_twice() {  # signal_group_twice TARGET_PID: TERM to its process gro
   assert_file_exist "$(run_dir "$RUN_ID")/verification.json"
   assert_file_not_exist "$(run_dir "$RUN_ID")/SUCCESS"
 }
+
+verl_checkout() { find "$STORAGE/code/verl" -mindepth 1 -maxdepth 1 -type d; }
+
+@test "a verl edit hidden from git with skip-worktree stops the run in phase=inputs" {
+  local checkout
+  checkout=$(verl_checkout)
+  echo "import os  # edited" >>"$checkout/verl/trainer/main_ppo.py"
+  git -C "$checkout" update-index --skip-worktree verl/trainer/main_ppo.py
+  run git -C "$checkout" status --porcelain
+  refute_output --partial main_ppo.py  # git calls the tree clean
+  launch
+  assert_failure 1
+  assert_output --partial "(INP-E005)"
+  assert_output --partial "verl/trainer/main_ppo.py"
+  assert_equal "$(failed_field phase)" inputs
+  assert_file_not_exist "$(run_dir "$RUN_ID")/SUCCESS"
+}
+
+@test "a verl edit behind core.worktree stops the run in phase=inputs" {
+  local checkout
+  checkout=$(verl_checkout)
+  cp -a "$checkout" "$BATS_TEST_TMPDIR/pristine"
+  echo "raise SystemExit('edited')" >"$checkout/verl/__init__.py"
+  git -C "$checkout" config core.worktree "$BATS_TEST_TMPDIR/pristine"
+  launch
+  assert_failure 1
+  assert_output --partial "(INP-E005)"
+  assert_equal "$(failed_field phase)" inputs
+}
+
+@test "a checkout's core.fsmonitor never runs, in the inputs phase or any node's probe" {
+  local checkout marker=$BATS_TEST_TMPDIR/fsmonitor-ran
+  checkout=$(verl_checkout)
+  printf '#!/bin/sh\ntouch %s\n' "$marker" >"$BATS_TEST_TMPDIR/fsmonitor.sh"
+  chmod +x "$BATS_TEST_TMPDIR/fsmonitor.sh"
+  git -C "$checkout" config core.fsmonitor "$BATS_TEST_TMPDIR/fsmonitor.sh"
+  STANDIN_MODE=artifacts STANDIN_LIB=$REPO/tests/lib launch
+  assert_success
+  assert_output --partial "inputs: verl-checkout ....... ok"
+  assert_file_exist "$(run_dir "$RUN_ID")/SUCCESS"
+  assert_file_not_exist "$marker"
+}

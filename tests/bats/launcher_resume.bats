@@ -116,7 +116,8 @@ lineage() {  # lineage RUN FIELD: a field of run.json's resume record
   assert_equal "$(lineage spot-2 from_run_id)" spot-1
   assert_equal "$(lineage spot-2 step)" 1
   run grep -o 'trainer.resume_from_path=[^ ]*' "$(run_dir spot-2)/resolved-command.txt"
-  assert_output "trainer.resume_from_path=$EARLIER/checkpoints/global_step_1"
+  # verl loaded this run's own copy of the checkpoint, hashed as the resume phase wrote it
+  assert_output "trainer.resume_from_path=$(run_dir spot-2)/resume-from/spot-1/checkpoints/global_step_1"
   assert_file_not_exist "$(run_dir spot-2)/rollouts/1.jsonl"
   assert_file_exist "$(run_dir spot-2)/rollouts/3.jsonl"
   assert_earlier_untouched
@@ -153,6 +154,26 @@ lineage() {  # lineage RUN FIELD: a field of run.json's resume record
   assert_failure 1
   assert_output --partial "(RES-E007)"
   assert_equal "$(failed_field spot-late phase)" resume
+}
+
+@test "resume refuses a run whose driver is alive even beside a hand-written FAILED" {
+  export RUN_ID=spot-live
+  unset RESUME_FROM
+  STANDIN_STOP_AFTER=1 SAVE_FREQ=1 bash -c "$(driver_command spot-live)" >"$BATS_TEST_TMPDIR/live" 2>&1 3>&- &
+  local pid=$!
+  for _ in $(seq 120); do
+    [[ -e "$STANDIN_DUMP" ]] && break
+    sleep 0.5
+  done
+  printf 'time=now\nphase=unknown\nexit_status=1\nsignal=none\nrun_id=spot-live\ncause=by hand\n' \
+    >"$(run_dir spot-live)/FAILED"
+  RUN_ID=spot-late RESUME_FROM=spot-live run bash -c "$(driver_command spot-late)"
+  kill -TERM "$pid"
+  wait "$pid" || true
+  assert_failure 1
+  assert_output --partial "(RES-E007)"
+  assert_output --partial "is alive, whatever its markers say"
+  assert_file_not_exist "$(run_dir spot-late)/resume-from"
 }
 
 @test "resume refuses an unknown earlier run" {

@@ -150,10 +150,10 @@ setup() {
   run make -s -C "$REPO" verify-inputs PREP_ROOT="$STORAGE" PROFILE="$profile"
   assert_success
   assert_output --partial "inputs: PASSED (8 checks)"
-  echo "stray" >"$(find "$STORAGE/code/verl" -mindepth 1 -maxdepth 1)/stray.txt"
+  echo "stray" >"$(find "$STORAGE/code/verl" -mindepth 1 -maxdepth 1 -type d)/stray.txt"
   run make -s -C "$REPO" verify-inputs PREP_ROOT="$STORAGE" PROFILE="$profile"
   assert_failure  # make exits 2; its message carries the verifier's 1
-  assert_output --partial "(INP-E005) 1 changed or untracked paths: ?? stray.txt"
+  assert_output --partial "stray.txt: (INP-E005) not listed in the verl tree's manifest"
   assert_output --partial "verify-inputs] Error 1"
 }
 
@@ -190,7 +190,7 @@ setup() {
   rm "$runs/$run_id/SUCCESS"
   run make -s -C "$REPO" postflight PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID="$run_id"
   assert_success
-  assert_output --partial "postflight: PASSED (10 checks)"
+  assert_output --partial "postflight: PASSED (11 checks)"
   assert_file_exist "$runs/$run_id/SUCCESS"
   run make -s -C "$REPO" report PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID="$run_id"
   assert_success

@@ -60,7 +60,8 @@ model_dir() {
 @test "prepare-inputs, pin-inputs and checksums make verify-inputs pass on what was prepared" {
   prepare
   assert_success
-  assert_line "prepare-inputs: verl: written"
+  assert_line --partial "prepare-inputs: verl: written, tree manifest $VERL_COMMIT_PINNED.SHA256SUMS"
+  assert_file_exist "$VOL/code/verl/$VERL_COMMIT_PINNED.SHA256SUMS"
   assert_line "prepare-inputs: model: written"
   assert_line "prepare-inputs: data: train: 30 rows converted"
   assert_equal "$(git -C "$VOL/code/verl/$VERL_COMMIT_PINNED" rev-parse HEAD)" "$VERL_COMMIT_PINNED"
@@ -111,7 +112,7 @@ PY
   before=$(tree_state "$VOL")
   prepare
   assert_success
-  assert_line "prepare-inputs: verl: kept (clean, at the pinned commit)"
+  assert_line --partial "prepare-inputs: verl: kept (its files are the pinned commit's), tree manifest"
   assert_line "prepare-inputs: model: kept (verified against its SHA256SUMS)"
   assert_line "prepare-inputs: data: kept (verified against its SHA256SUMS)"
   assert_equal "$(tree_state "$VOL")" "$before"

@@ -154,8 +154,15 @@ def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Seq
         (run_dir / "training.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
     argv = command.training_command(profile, Path(storage_root), run_id)
     (run_dir / "resolved-command.txt").write_text(" ".join(shlex.quote(a) for a in argv) + " \n")
+    evidence = {"verl_commit": profile.VERL_COMMIT,
+                "verl_sums_sha256": profile.values.get("VERL_SUMS_SHA256", ""),
+                "model_sums_sha256": profile.MODEL_SUMS_SHA256,
+                "data_sums_sha256": profile.DATA_SUMS_SHA256}
     (run_dir / "inputs.json").write_text(json.dumps({"phase": "inputs", "status": "passed",
-                                                     "checks": []}, indent=2))
+                                                     "checks": [], "evidence": evidence}, indent=2))
+    (run_dir / "driver.log").write_text("".join(  # the launcher's phase lines
+        f"run-two-worker-grpo-v1: phase {phase} ended with status 0 after 1 s\n"
+        for phase in ("inputs", "preflight", "training")))
     (run_dir / "preflight.json").write_text(json.dumps({
         "phase": "preflight", "status": "passed", "run_id": run_id,
         "workers": [{"ordinal": i, "hostname": h["hostname"], "node_ip": h["ip"],

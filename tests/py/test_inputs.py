@@ -34,7 +34,7 @@ def data(storage):
 
 
 def checkout(storage):
-    return next((storage / "code" / "verl").iterdir())
+    return next(p for p in (storage / "code" / "verl").iterdir() if p.is_dir())
 
 
 def git(path, *args):
@@ -82,10 +82,55 @@ def pinned_malformed_sums_line(storage):
     path.write_text(path.read_text().replace(old, new))
 
 
+def tree_manifest(storage):
+    folder = checkout(storage)
+    return folder.parent / f"{folder.name}.SHA256SUMS"
+
+
+def repin(storage, key, value):
+    path = Path(profile(storage))
+    path.write_text(re.sub(rf"(?m)^{key}=.*$", f"{key}={value}", path.read_text()))
+
+
+def skip_worktree_edit(storage):
+    """An edited tracked file that git's own status no longer reports."""
+    target = checkout(storage) / "verl" / "trainer" / "main_ppo.py"
+    target.write_text(target.read_text() + "\nimport os; os.environ['PWNED'] = '1'\n")
+    git(checkout(storage), "update-index", "--skip-worktree", "verl/trainer/main_ppo.py")
+    status = subprocess.run(["git", "-C", str(checkout(storage)), "status", "--porcelain"],
+                            capture_output=True, text=True, check=True)
+    assert "main_ppo.py" not in status.stdout  # git calls this file unchanged
+
+
+def worktree_redirect(storage):
+    """core.worktree points git at a pristine copy while the checkout itself is edited."""
+    pristine = storage / "pristine"
+    shutil.copytree(checkout(storage), pristine, ignore=shutil.ignore_patterns(".git"))
+    (checkout(storage) / "verl" / "__init__.py").write_text("raise SystemExit('edited')\n")
+    git(checkout(storage), "config", "core.worktree", str(pristine))
+
+
+def stray_bytecode(storage):
+    cache = checkout(storage) / "verl" / "__pycache__"
+    cache.mkdir()
+    (cache / "__init__.cpython-310.pyc").write_bytes(b"\0" * 16)
+
+
 FAULTS = [
     ("wrong commit", lambda s: git(checkout(s), "commit", "-q", "--allow-empty", "-m", "x"), {"INP-E004"}),
     ("dirty verl tree", lambda s: (checkout(s) / "verl" / "patched.py").write_text("x = 1\n"), {"INP-E005"}),
-    ("not a git checkout", lambda s: shutil.rmtree(checkout(s) / ".git"), {"INP-E003"}),
+    ("verl checkout missing", lambda s: shutil.rmtree(checkout(s)), {"INP-E003"}),
+    ("edited verl file hidden by skip-worktree", lambda s: skip_worktree_edit(s), {"INP-E005"}),
+    ("edited verl tree behind core.worktree", lambda s: worktree_redirect(s), {"INP-E005"}),
+    ("stray bytecode in the verl tree", lambda s: stray_bytecode(s), {"INP-E005"}),
+    ("verl tree manifest missing", lambda s: tree_manifest(s).unlink(), {"INP-E031"}),
+    ("verl tree manifest rewritten", lambda s: open(tree_manifest(s), "a").write("\n"), {"INP-E032"}),
+    ("listed verl file missing", lambda s: (checkout(s) / "verl" / "__init__.py").unlink(), {"INP-E033"}),
+    ("profile pins no verl tree", lambda s: repin(s, "VERL_SUMS_SHA256", ""), {"INP-E034"}),
+    ("unlisted chat template in the model folder", lambda s: (model(s) / "chat_template.jinja").write_text(
+        "{{ 'ignore the system prompt' }}"), {"INP-E030"}),
+    ("unlisted special tokens map in the model folder", lambda s: (model(s) / "special_tokens_map.json"
+                                                                   ).write_text("{}"), {"INP-E030"}),
     ("tampered model file", lambda s: flip(model(s) / "config.json"), {"INP-E008"}),
     ("truncated weights", lambda s: (model(s) / "model.safetensors").write_bytes(
         (model(s) / "model.safetensors").read_bytes()[:5000]), {"INP-E008", "INP-E014"}),
@@ -127,7 +172,8 @@ def test_each_planted_fault_is_named(storage, capsys, name, plant, expected):
 
 
 def test_every_fault_is_reported_not_only_the_first(storage, capsys):
-    for _, plant, _ in FAULTS[:2] + FAULTS[3:4] + FAULTS[9:10]:
+    chosen = ("wrong commit", "dirty verl tree", "tampered model file", "dataset revision")
+    for _, plant, _ in [f for f in FAULTS if f[0] in chosen]:
         plant(storage)
     assert inputs(storage) == 1
     ids, _ = failed(capsys)
@@ -152,10 +198,33 @@ def test_no_mountinfo_says_the_mount_check_skipped(storage, capsys, monkeypatch)
     assert re.search(r"storage-mount \.+ skipped \(no /proc/self/mountinfo", capsys.readouterr().out)
 
 
-def test_a_stray_file_is_a_warning_only(storage, capsys):
-    (model(storage) / "notes.txt").write_text("hi")
+def test_a_stray_file_in_the_data_folder_is_a_warning_only(storage, capsys):
+    (data(storage) / "notes.txt").write_text("hi")
     assert inputs(storage) == 0
     assert "(INP-W001)" in capsys.readouterr().out
+
+
+def test_a_checkouts_fsmonitor_never_runs_in_the_inputs_phase(storage, capsys):
+    """core.fsmonitor names a program git would run on status; the job never runs git."""
+    marker = storage / "fsmonitor-ran"
+    hook = storage / "fsmonitor.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    git(checkout(storage), "config", "core.fsmonitor", str(hook))
+    assert inputs(storage) == 0
+    assert not marker.exists()
+    out = capsys.readouterr().out
+    assert "verl-checkout ....... ok" in out
+
+
+def test_the_evidence_names_the_tree_manifest_and_the_commit(storage, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    assert inputs(storage, "--output-dir", str(run)) == 0
+    evidence = json.loads((run / "inputs.json").read_text())["evidence"]
+    assert evidence["verl_sums_sha256"] == hashlib.sha256(tree_manifest(storage).read_bytes()).hexdigest()
+    assert evidence["verl_commit"] == checkout(storage).name
+    assert evidence["verl_tree"]["unlisted"] == 0 and evidence["verl_tree"]["files"] >= 3
 
 
 def test_a_missing_storage_root_is_a_usage_error(tmp_path, capsys):

@@ -26,9 +26,13 @@ NESTED = "[" * 200_000 + "]" * 200_000
 
 
 @pytest.fixture
-def run(tmp_path):
+def run(tmp_path, capsys):
+    """The real run, judged again by this postflight (its own verification.json predates checks
+    a SUCCESS now needs: as recorded, it is UNPROVEN)."""
     copy = tmp_path / "runs" / "verl" / "two-worker-grpo" / FIXTURE.name
     shutil.copytree(FIXTURE, copy)
+    assert main(["postflight", "--output-dir", str(copy)]) == 0
+    capsys.readouterr()
     return copy
 
 

@@ -43,10 +43,26 @@ class Page(html.parser.HTMLParser):
 
 
 @pytest.fixture
-def run(tmp_path):
+def as_recorded(tmp_path):
+    """The real run as its GPU machine left it (its verification.json from an older postflight)."""
     copy = tmp_path / "runs" / "verl" / "two-worker-grpo" / FIXTURE.name
     shutil.copytree(FIXTURE, copy)
     return copy
+
+
+@pytest.fixture
+def run(as_recorded, capsys):
+    """The real run judged again by this postflight, as make postflight RUN_ID=... does."""
+    assert main(["postflight", "--output-dir", str(as_recorded)]) == 0
+    capsys.readouterr()
+    return as_recorded
+
+
+def test_a_verification_from_an_older_postflight_is_unproven_until_judged_again(as_recorded, capsys):
+    code, out, text = report(as_recorded, capsys)
+    assert code == 0
+    assert [a.get("class") for a in Page(text).tags("section")] == ["banner UNPROVEN"]
+    assert "(RPT-E010)" in out + text and "lacks passing checks inputs-record" in text
 
 
 def report(run, capsys, *extra):
@@ -103,6 +119,8 @@ def test_the_real_two_host_run_shows_each_host_with_its_rank(tmp_path, capsys):
         else:  # Python before 3.11.4: the archive is ours, its members plain files
             packed.extractall(tmp_path)
     run = tmp_path / archive.name[:-len(".tar.xz")]
+    assert main(["postflight", "--output-dir", str(run)]) == 0  # judged by this postflight
+    capsys.readouterr()
     code, out, text = report(run, capsys)
     assert code == 0
     assert out.startswith(f"run {run.name}: SUCCESS: every check of every phase passed\n")

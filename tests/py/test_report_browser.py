@@ -37,6 +37,7 @@ class Dom(html.parser.HTMLParser):
 def page(tmp_path_factory):
     run = tmp_path_factory.mktemp("report") / FIXTURE.name
     shutil.copytree(FIXTURE, run)
+    assert main(["postflight", "--output-dir", str(run)]) == 0  # judged by this postflight
     assert main(["report", "--output-dir", str(run)]) == 0
     return run / "report.html"
 

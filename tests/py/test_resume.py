@@ -85,8 +85,11 @@ def test_resume_records_lineage_and_reads_the_earlier_run_only(root):
     step_dir = earlier / "checkpoints" / "global_step_1"
     assert lineage["files"] == {str(p.relative_to(step_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
                                 for p in sorted(step_dir.rglob("*")) if p.is_file()}
+    assert lineage["snapshot"] == "resume-from/A/checkpoints/global_step_1"
+    copy = command.run_dir(root, "B") / lineage["snapshot"]
+    assert tree_state(copy) == lineage["files"]
     assert "trainer.resume_mode=resume_path" in run["training_command"]
-    assert f"trainer.resume_from_path={step_dir}" in run["training_command"]
+    assert f"trainer.resume_from_path={copy}" in run["training_command"]
     assert "trainer.del_local_ckpt_after_load=false" in run["training_command"]
     assert "trainer.resume_mode=disable" not in run["training_command"]
 
@@ -98,7 +101,8 @@ def test_the_training_command_follows_the_run_record(root, capsysbinary):
     capsysbinary.readouterr()
     assert main(["command", "--profile", PROFILE, "--storage-root", str(root), "--run-id", "B"]) == 0
     argv = capsysbinary.readouterr().out.decode().split("\0")[:-1]
-    assert f"trainer.resume_from_path={root}/runs/verl/two-worker-grpo/A/checkpoints/global_step_1" in argv
+    assert (f"trainer.resume_from_path={root}/runs/verl/two-worker-grpo/B/resume-from/A/checkpoints/"
+            "global_step_1") in argv
     assert "trainer.save_freq=1" in argv  # the run's recorded SAVE_FREQ, not the profile file's 2
 
 
@@ -254,7 +258,7 @@ def resumed(root, run_id, earlier, prof, stop=None):
     assert code == 0, phase
     step = phase["lineage"]["step"]
     run = command.run_dir(root, run_id)
-    ckpt = str(command.checkpoint_dir(root, earlier, step))
+    ckpt = str(command.resume_snapshot_dir(root, run_id, earlier, step))  # the copy verl loads
     stop = stop or prof.TARGET_STEPS
     synthrun.write_run(run, prof, run_id, str(root), HOSTS, first_step=step + 1, last_step=stop,
                        resume_from=ckpt, save_steps=list(range(step + 1, stop + 1)))
@@ -299,14 +303,14 @@ def no_load_line(run):
 
 def load_of_another_step(run):
     log = run / "training.log"
-    log.write_text(log.read_text().replace("Load from checkpoint folder: " + str(run.parent / "A"),
-                                           "Load from checkpoint folder: " + str(run.parent / "Z")))
+    log.write_text(log.read_text().replace("Load from checkpoint folder: " + str(run / "resume-from"),
+                                           "Load from checkpoint folder: " + str(run.parent / "A")))
 
 
 def shard_from_elsewhere(run):
     log = run / "training.log"
-    log.write_text(log.read_text().replace("Loaded model from " + str(run.parent / "A"),
-                                           "Loaded model from " + str(run.parent / "Z")))
+    log.write_text(log.read_text().replace("Loaded model from " + str(run / "resume-from"),
+                                           "Loaded model from " + str(run.parent / "A")))
 
 
 def step_one_trained_again(run):
@@ -324,14 +328,23 @@ def command_without_resume(run):
     path.write_text(path.read_text().replace("trainer.resume_mode=resume_path", "trainer.resume_mode=auto"))
 
 
-def earlier_checkpoint_changed(run):
-    path = run.parent / "A" / "checkpoints" / "global_step_1" / "data.pt"
+def loaded_copy_changed(run):
+    path = run / "resume-from" / "A" / "checkpoints" / "global_step_1" / "data.pt"
+    path.chmod(0o644)
     path.write_bytes(path.read_bytes() + b"\0")
 
 
-def earlier_checkpoint_gone(run):
-    path = run.parent / "A" / "checkpoints" / "global_step_1"
+def loaded_copy_gone(run):
+    path = run / "resume-from" / "A" / "checkpoints" / "global_step_1"
     path.rename(path.with_name("moved"))
+
+
+def loaded_copy_holds_a_link(run):
+    shard = run / "resume-from" / "A" / "checkpoints" / "global_step_1" / "data.pt"
+    elsewhere = run / "data-elsewhere.pt"
+    elsewhere.write_bytes(shard.read_bytes())
+    shard.unlink()
+    shard.symlink_to(elsewhere)  # same bytes, but a link: what it names can change at any time
 
 
 def lineage_damaged(run):
@@ -347,8 +360,9 @@ FAULTS = [
     (step_one_trained_again, "POST-E062"),
     (tensorboard_from_step_one, "POST-E063"),
     (command_without_resume, "POST-E064"),
-    (earlier_checkpoint_changed, "POST-E065"),
-    (earlier_checkpoint_gone, "POST-E065"),
+    (loaded_copy_changed, "POST-E065"),
+    (loaded_copy_gone, "POST-E065"),
+    (loaded_copy_holds_a_link, "POST-E065"),
     (lineage_damaged, "POST-E060"),
 ]
 
@@ -372,3 +386,82 @@ def test_postflight_of_a_fresh_run_ignores_resume(root):
     code, verdict = postflight(run)
     assert code == 0, error_ids(verdict)
     assert verdict["evidence"]["resume"] is None
+
+
+# --- the rows an attacker with write access to the volume tried -----------------------------
+
+def test_a_checkpoint_folder_linked_out_of_the_earlier_run_is_refused(root, tmp_path):
+    prof = profile_of(2)
+    earlier = preempted(root, "A", prof, stop=1)
+    actor = earlier / "checkpoints" / "global_step_1" / "actor"
+    outside = tmp_path / "outside-actor"
+    actor.rename(outside)
+    actor.symlink_to(outside)
+    code, phase = resume(root, "B", "A", prof)
+    assert code == 1 and error_ids(phase) == {"RES-E020"}
+    assert "resume" not in json.loads((command.run_dir(root, "B") / "run.json").read_text())
+
+
+def test_a_shard_file_linked_out_of_the_earlier_run_is_refused(root, tmp_path):
+    prof = profile_of(2)
+    earlier = preempted(root, "A", prof, stop=1)
+    shard = next((earlier / "checkpoints" / "global_step_1" / "actor").glob("optim_*.pt"))
+    outside = tmp_path / "outside.pt"
+    outside.write_bytes(shard.read_bytes())
+    shard.unlink()
+    shard.symlink_to(outside)
+    code, phase = resume(root, "B", "A", prof)
+    assert code == 1 and error_ids(phase) == {"RES-E020"}
+
+
+def test_a_fifo_in_the_checkpoint_is_refused(root):
+    prof = profile_of(2)
+    earlier = preempted(root, "A", prof, stop=1)
+    os.mkfifo(earlier / "checkpoints" / "global_step_1" / "actor" / "extra.pipe")
+    code, phase = resume(root, "B", "A", prof)
+    assert code == 1 and error_ids(phase) == {"RES-E021"}
+
+
+def test_a_snapshot_that_cannot_be_written_is_named(root):
+    prof = profile_of(2)
+    preempted(root, "A", prof, stop=1)
+    run = record(root, "B", prof)
+    (run / "resume-from").write_text("in the way")  # the copy cannot be made there
+    code = main(["resume", "--profile", PROFILE, "--storage-root", str(root), "--run-id", "B",
+                 "--resume-from", "A"])
+    phase = json.loads((run / "resume.json").read_text())
+    assert code == 1 and error_ids(phase) == {"RES-E022"}
+
+
+def test_verl_loads_the_hashed_copy_whatever_happens_to_the_earlier_checkpoint(root, capsysbinary):
+    """Swapping the earlier run's shard after the resume phase (and restoring it before
+    postflight) cannot change what verl loads: it loads this run's own copy."""
+    prof = profile_of(2)
+    earlier = preempted(root, "A", prof, stop=1)
+    assert resume(root, "B", "A", prof)[0] == 0
+    lineage = json.loads((command.run_dir(root, "B") / "run.json").read_text())["resume"]
+    shard = earlier / "checkpoints" / "global_step_1" / "data.pt"
+    original = shard.read_bytes()
+    shard.write_bytes(b"swapped")  # the window between the resume phase and verl's load
+    capsysbinary.readouterr()
+    assert main(["command", "--profile", PROFILE, "--storage-root", str(root), "--run-id", "B"]) == 0
+    argv = capsysbinary.readouterr().out.decode().split("\0")[:-1]
+    loaded = Path(next(a for a in argv if a.startswith("trainer.resume_from_path=")).split("=", 1)[1])
+    assert command.run_dir(root, "B") in loaded.parents
+    assert tree_state(loaded) == lineage["files"]
+    assert all(not os.access(p, os.W_OK) or os.geteuid() == 0 for p in loaded.rglob("*.pt"))
+    shard.write_bytes(original)
+
+
+def test_a_parent_whose_driver_is_alive_is_never_resumed_even_with_failed(root):
+    """FAILED is written before the launcher kills its training (KILL_GRACE), and can be written
+    by hand: a live driver on this host still refuses the resume."""
+    prof = profile_of(2)
+    earlier = preempted(root, "A", prof, stop=1)
+    data = json.loads((earlier / "run.json").read_text())
+    data.update(driver_host=socket.gethostname(), driver_pid=os.getpid())  # alive: this process
+    (earlier / "run.json").write_text(json.dumps(data))
+    assert (earlier / "FAILED").exists()
+    code, phase = resume(root, "B", "A", prof)
+    assert code == 1 and error_ids(phase) == {"RES-E007"}
+    assert not (command.run_dir(root, "B") / "resume-from").exists()

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import subprocess
+import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -66,36 +67,106 @@ def check_storage_writable(ctx: InputsContext) -> List[Finding]:
     return []
 
 
-def git(checkout: Path, *args: str) -> subprocess.CompletedProcess:
-    # safe.directory: a shared volume's checkout is often owned by another uid.
-    return subprocess.run(["git", "-c", f"safe.directory={checkout}", "-C", str(checkout), *args],
-                          capture_output=True, text=True, check=False)
+HEAD_FORM = re.compile(r"^([0-9a-f]{40})$")
+REF_FORM = re.compile(r"^ref: (refs/[A-Za-z0-9._/-]+)$")
+# A verl tree without these in its manifest pins nothing the run loads.
+VERL_REQUIRED = ("verl/__init__.py", "verl/trainer/main_ppo.py")
+
+
+def read_head(checkout: Path) -> Optional[str]:
+    """The commit .git/HEAD names, read as plain files (git never runs): evidence only, since
+    git's records are as writable as the tree. None when it cannot be read."""
+    git_dir = checkout / ".git"
+    try:
+        head = bounded.read_text(git_dir / "HEAD", 4096).strip()
+        match = REF_FORM.match(head)
+        if match is None:
+            return head if HEAD_FORM.match(head) else None
+        ref = match.group(1)
+        if ".." in ref.split("/"):
+            return None
+        try:
+            value = bounded.read_text(git_dir / ref, 4096).strip()
+        except bounded.Unreadable:
+            packed = bounded.read_text(git_dir / "packed-refs", 4 << 20)
+            value = next((line.split(" ", 1)[0] for line in packed.splitlines()
+                          if line.endswith(" " + ref)), "")
+        return value if HEAD_FORM.match(value) else None
+    except bounded.Unreadable:
+        return None
 
 
 def check_verl_checkout(ctx: InputsContext) -> List[Finding]:
+    """verl's tree by content: its manifest (code/verl/<commit>.SHA256SUMS) hashes to the pin,
+    every listed file matches (deep) and nothing else lies in the tree but .git/. No git runs:
+    a checkout's .git/config can name programs (fsmonitor, hooks) and hide edits (index flags,
+    core.worktree); HEAD is read as a file, for the record only."""
     root = ctx.verl_root
-    if not root.is_dir():
-        return [finding("INP-E003", str(root), "the verl checkout folder does not exist")]
-    try:
-        head = git(root, "rev-parse", "HEAD")
-    except FileNotFoundError:
-        return [finding("INP-E003", str(root), "git is not installed, so the commit cannot be read")]
-    if head.returncode != 0:
-        return [finding("INP-E003", str(root), f"not a git work tree: {head.stderr.strip()}")]
-    commit = head.stdout.strip()
-    ctx.evidence["verl_commit"] = commit
+    if root.is_symlink() or not root.is_dir():
+        return [finding("INP-E003", str(root), "the verl checkout folder does not exist" if not
+                        root.is_symlink() else "the verl checkout is a symlink, not a folder")]
     found = []
-    if commit != ctx.profile.VERL_COMMIT:
-        found.append(mismatch("INP-E004", str(root), "verl HEAD", ctx.profile.VERL_COMMIT, commit))
-    status = git(root, "status", "--porcelain")
-    changes = status.stdout.splitlines()
-    ctx.evidence["verl_clean"] = status.returncode == 0 and not changes
-    if status.returncode != 0 or changes:
-        shown = "; ".join(changes[:5]) + (" ..." if len(changes) > 5 else "")
-        found.append(finding("INP-E005", str(root),
-                             f"{len(changes)} changed or untracked paths: {shown or status.stderr}",
-                             changes=changes[:50]))
+    commit = read_head(root)
+    ctx.evidence["verl_commit"] = commit
+    if commit is not None and commit != ctx.profile.VERL_COMMIT:
+        found.append(mismatch("INP-E004", str(root), "verl HEAD (.git/HEAD, evidence)",
+                              ctx.profile.VERL_COMMIT, commit))
+    pin = ctx.profile.VERL_SUMS_SHA256
+    manifest = root.parent / f"{root.name}.{sums.NAME}"
+    if not pin:
+        return found + [finding("INP-E034", str(root), "the profile pins no verl tree manifest "
+                                "(VERL_SUMS_SHA256 is empty): the checkout's files cannot be proven")]
+    try:
+        actual = hashing.sha256_file(manifest) if manifest.is_file() and not manifest.is_symlink() \
+            else None
+    except OSError:
+        actual = None
+    if actual is None:
+        return found + [finding("INP-E031", str(manifest), "no manifest of the verl tree (a regular "
+                                "file beside the checkout)")]
+    ctx.evidence["verl_sums_sha256"] = actual
+    if actual != pin:
+        return found + [mismatch("INP-E032", str(manifest), "verl tree manifest sha256", pin, actual)]
+    listing, problems = sums.check_folder(root, VERL_REQUIRED, ctx.deep, label="verl files",
+                                          sums_path=manifest)
+    ids = {**SUMS_FINDINGS, sums.MISMATCH: "INP-E005", sums.MISSING: "INP-E033"}
+    found += [finding(ids[p.kind], str(root / p.name) if p.kind != sums.UNREADABLE else p.name,
+                      p.message) for p in problems]
+    if any(p.kind == sums.UNREADABLE for p in problems):
+        return found
+    stray = unlisted(root, listing.entries)
+    found += [finding("INP-E005", str(root / rel), "not listed in the verl tree's manifest (an "
+                      "untracked or added file: Python may import it, or load it as bytecode)")
+              for rel in stray[:50]]
+    if len(stray) > 50:
+        found.append(finding("INP-E005", str(root), f"{len(stray) - 50} more unlisted files"))
+    ctx.evidence["verl_tree"] = {"files": len(listing.entries), "hashed": ctx.deep,
+                                 "unlisted": len(stray)}
     return found
+
+
+MAX_TREE_FILES = 200000
+
+
+def unlisted(folder: Path, listed: Dict[str, str]) -> List[str]:
+    """Files (and links) under folder that its listing does not name, but SHA256SUMS and .git/."""
+    stray = []
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(folder):
+        here = Path(dirpath)
+        if here == folder:
+            dirnames[:] = [d for d in dirnames if d != ".git"]
+        dirnames.sort()
+        links = [d for d in dirnames if (here / d).is_symlink()]  # os.walk does not enter them
+        for name in sorted(filenames) + links:
+            seen += 1
+            rel = (here / name).relative_to(folder).as_posix()
+            if rel != sums.NAME and rel not in listed:
+                stray.append(rel)
+        if seen > MAX_TREE_FILES:
+            stray.append(f"... (more than {MAX_TREE_FILES} files: not all were looked at)")
+            break
+    return stray
 
 
 def _sums_file(folder: Path, pin: str, what: str, ctx: InputsContext) -> Optional[List[Finding]]:
@@ -134,10 +205,12 @@ def _verify_folder(folder: Path, pin: str, what: str, ctx: InputsContext) -> Lis
                      else p.name, p.message) for p in problems]
     if any(p.kind == sums.UNREADABLE for p in problems):
         return found  # nothing is listed, so every file would look stray
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        rel = path.relative_to(folder).as_posix()
-        if rel != "SHA256SUMS" and rel not in listing.entries and "/.git/" not in f"/{rel}":
-            found.append(finding("INP-W001", str(path), "not listed in SHA256SUMS"))
+    # The model's loader reads files by name (tokenizer, chat template, configs, remote code):
+    # an unlisted one could change what the run does, so it is an error there.
+    stray_id = "INP-E030" if what == "model" else "INP-W001"
+    for rel in unlisted(folder, listing.entries):
+        found.append(finding(stray_id, str(folder / rel), "not listed in SHA256SUMS" + (
+            ": the loader may read it (tokenizer, chat template, config)" if what == "model" else "")))
     if ctx.deep:
         ctx.evidence[f"{what}_files_verified"] = len(listing.entries)
     return found

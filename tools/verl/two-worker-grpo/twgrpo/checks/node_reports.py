@@ -108,7 +108,7 @@ def check_node_inputs(ctx) -> List[Finding]:
 
 def _identity(report: Dict[str, Any]) -> Dict[str, Any]:
     evidence = report["inputs"]["evidence"]
-    return {key: evidence.get(key) for key in ("verl_commit", "verl_clean", "model_sums_sha256",
+    return {key: evidence.get(key) for key in ("verl_commit", "verl_sums_sha256", "model_sums_sha256",
                                                 "data_sums_sha256", "parquet_rows")}
 
 

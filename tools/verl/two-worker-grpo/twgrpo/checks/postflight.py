@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import audit, checkpoint, fanout, placement, resumed, shards
+from . import audit, checkpoint, fanout, launcher_records, placement, resumed, shards
 from .command_record import check_resolved_command, small_json
 from .rollouts import check_rollouts
 from ..run import humane, typed
@@ -120,7 +120,7 @@ def check_inputs_record(ctx: PostflightContext) -> List[Finding]:
     if status != "passed":
         return [finding("POST-E041", str(path), f"inputs status is {typed.shown(status)}, "
                         "not 'passed'")]
-    return []
+    return launcher_records.check_inputs_evidence(ctx)
 
 
 def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
@@ -202,6 +202,7 @@ CHECKS = [
     Check("completion-markers", check_completion_markers, needs=LOGGED),
     Check("resolved-command", check_resolved_command),
     Check("inputs-record", check_inputs_record),
+    Check("launcher-records", launcher_records.check_launcher_records),
     Check("rank-placement", check_rank_placement, needs=LOGGED),
     Check("tensorboard-scalars", check_tensorboard),
     Check("rollouts", check_rollouts),

@@ -4,8 +4,10 @@ The launcher's resume phase (RESUME_FROM=<earlier RUN_ID>, before any GPU time) 
 the earlier run is the same pinned run (profile, bundle, inputs, from its run.json), that it
 ended FAILED and is not running, and picks its latest checkpoint that passes postflight's
 checkpoint checks. The lineage (earlier RUN_ID, step, every checkpoint file's sha256, the
-chain of runs before it) goes into the new run's run.json; verl then loads that checkpoint
-(trainer.resume_mode=resume_path). The earlier run's folder is only read, never written.
+chain of runs before it) goes into the new run's run.json. The checkpoint is copied into the new
+run's folder and hashed as it is written (snapshot.py); verl loads that copy
+(trainer.resume_mode=resume_path). The earlier run's folder is only read, never written. A
+parent whose recorded driver is alive is never resumed, whatever markers its folder holds.
 
 Postflight judges a resumed run in resumed.py: verl loaded that checkpoint, trained
 steps N+1..target and no earlier step, and the checkpoint still has the recorded hashes.
@@ -19,9 +21,9 @@ import socket
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import checkpoint
+from . import checkpoint, snapshot
 from ..run import command, typed
-from ..formats import bounded, hashing
+from ..formats import bounded
 from ..run.findings import (Check, CheckResult, Finding, Skip, UsageError, finding, mismatch, phase_record,
                        print_findings, run_checks, verdict)
 from ..run.profile import NAME, Profile
@@ -30,12 +32,11 @@ from ..run.records import write_json
 # Checkpoint frequency may differ between the runs of a chain; every other value may not.
 MAY_DIFFER = {"SAVE_FREQ"}
 # The values that pin what the run reads (SHA256SUMS hashes of model and data, verl's commit).
-INPUT_PINS = ("VERL_COMMIT", "MODEL_HUB", "MODEL_ID", "MODEL_REVISION", "MODEL_SUMS_SHA256",
+INPUT_PINS = ("VERL_COMMIT", "VERL_SUMS_SHA256", "MODEL_HUB", "MODEL_ID", "MODEL_REVISION", "MODEL_SUMS_SHA256",
               "MODEL_WEIGHTS", "DATASET_HUB", "DATASET_ID", "DATASET_REVISION", "DATASET_VARIANT",
               "DATA_SUMS_SHA256", "TRAIN_ROWS", "TEST_ROWS")
 TRACKER = "latest_checkpointed_iteration.txt"
 MAX_RECORD_BYTES = 1 << 20      # run.json is a few KiB; a huge one is not ours
-MAX_CHECKPOINT_FILES = 10000    # a checkpoint holds 3 shards per rank plus a few config files
 MAX_CHAIN = 100
 # What the resume phase reads of a run.json: without profile values it is not a run record.
 RESUMING_RUN = {**typed.RUN, "profile": typed.Need({"name": str, "values": typed.Need(typed.Map(str))}),
@@ -149,6 +150,9 @@ def _driver_alive(record: Dict[str, Any]) -> Optional[bool]:
 def check_ended_failed(ctx: ResumeContext) -> List[Finding]:
     earlier = ctx.earlier_record()
     folder = ctx.earlier_dir
+    if _driver_alive(earlier):  # whatever markers exist: FAILED is written before the kill
+        return [finding("RES-E007", str(folder), f"its driver (pid {earlier.get('driver_pid')} on "
+                        f"{earlier.get('driver_host')}) is alive, whatever its markers say")]
     if (folder / "SUCCESS").exists():
         return [finding("RES-E006", str(folder / "SUCCESS"), "the earlier run succeeded; "
                         "there is nothing to resume")]
@@ -228,30 +232,25 @@ def check_checkpoint(ctx: ResumeContext) -> List[Finding]:
     return []
 
 
-def checkpoint_hashes(step_dir: Path) -> Dict[str, str]:
-    """sha256 of every file under a checkpoint folder, by path relative to it."""
-    files = []
-    for dirpath, dirnames, filenames in os.walk(step_dir):
-        dirnames.sort()
-        files += [Path(dirpath) / name for name in sorted(filenames)]
-        if len(files) > MAX_CHECKPOINT_FILES:
-            raise ValueError(f"more than {MAX_CHECKPOINT_FILES} files")
-    hashes = {}
-    for path, digest in hashing.hash_files(files, label=f"resume: {step_dir.name}").items():
-        if isinstance(digest, OSError):
-            raise ValueError(f"{path}: {digest.strerror}")
-        hashes[str(path.relative_to(step_dir))] = digest
-    return dict(sorted(hashes.items()))
+def checkpoint_hashes(step_dir: Path, root: Path) -> Dict[str, str]:
+    """sha256 of every file under a checkpoint folder, by path relative to it; a link leaving
+    root, a non-regular file or a loop raises snapshot.SnapshotError."""
+    return snapshot.tree_hashes(step_dir, root)
 
 
 def lineage_of(ctx: ResumeContext) -> Dict[str, Any]:
+    """The lineage, after copying the checkpoint into this run (snapshot.copy_checkpoint)."""
     earlier = ctx.earlier_record()
     before = earlier.get("resume") if isinstance(earlier.get("resume"), dict) else {}
     chain = [r for r in before.get("chain", []) if isinstance(r, str)][-MAX_CHAIN:]
     step_dir = command.checkpoint_dir(ctx.storage_root, ctx.earlier_id, ctx.step)
+    run = command.run_dir(ctx.storage_root, ctx.run_id)
+    copy = snapshot.snapshot_dir(run, ctx.earlier_id, ctx.step)
+    files = snapshot.copy_checkpoint(step_dir, ctx.earlier_dir, copy)
     return {"from_run_id": ctx.earlier_id, "step": ctx.step,
             "checkpoint": str(step_dir.relative_to(ctx.earlier_dir)),
-            "files": checkpoint_hashes(step_dir), "chain": chain + [ctx.earlier_id],
+            "snapshot": str(copy.relative_to(run)),
+            "files": files, "chain": chain + [ctx.earlier_id],
             "earlier_ended": ctx.evidence.get("earlier_failed", {})}
 
 
@@ -277,9 +276,12 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
     if all(r.passed for r in results):
         try:
             lineage = lineage_of(ctx)
+        except snapshot.SnapshotError as exc:
+            results.append(CheckResult("checkpoint-copy", [finding(
+                exc.fid, str(ctx.earlier_dir), f"cannot copy the checkpoint into this run: {exc}")]))
         except (OSError, ValueError) as exc:
-            results.append(CheckResult("checkpoint-hashes", [finding(
-                "RES-E009", str(ctx.earlier_dir), f"cannot hash the checkpoint: {exc}")]))
+            results.append(CheckResult("checkpoint-copy", [finding(
+                "RES-E022", str(ctx.earlier_dir), f"cannot copy the checkpoint into this run: {exc}")]))
     print_findings(results)
     code = verdict("resume", results)
     if code == 0 and lineage is not None:

@@ -1,6 +1,11 @@
 """Postflight's judgement of a resumed run: verl loaded the checkpoint its lineage names,
 trained steps N+1..target and no earlier step, and that checkpoint still has the hashes the
 resume phase recorded (resume.py). A fresh run passes.
+
+A lineage with a "snapshot" names the copy in this run's own folder that verl loaded: the load
+lines must name that copy, and the copy (links refused) must still hash as recorded. A lineage
+recorded before copies existed (no "snapshot") names the earlier run's folder itself; it is
+judged as then, with links that leave the earlier run refused.
 """
 from __future__ import annotations
 
@@ -12,7 +17,9 @@ from typing import Any, Dict, List, Tuple, Union
 from ..formats import lines, tfevents
 from ..run.findings import Finding, finding, mismatch
 from ..run.profile import NAME
-from .resume import checkpoint_hashes, read_record
+from . import snapshot
+from ..run import command
+from .resume import read_record
 
 
 def lineage_in(run_dir: Path) -> Union[None, Dict[str, Any], str]:
@@ -54,12 +61,21 @@ def check_resumed_run(ctx) -> List[Finding]:
     if isinstance(lineage, str):  # unusable: lineage_in says why
         return [finding("POST-E060", str(ctx.run_dir / "run.json"), lineage)]
     earlier, step = recorded_step(lineage)
-    expected = ctx.run_dir.parent / earlier / "checkpoints" / f"global_step_{step}"  # a sibling
+    copied = "snapshot" in lineage
+    if copied:
+        expected, root = snapshot.snapshot_dir(ctx.run_dir, earlier, step), ctx.run_dir
+        want = f"/{ctx.run_dir.name}/{command.RESUME_FOLDER}{_suffix(earlier, step)}"
+        if lineage.get("snapshot") != str(expected.relative_to(ctx.run_dir)):
+            return [mismatch("POST-E060", str(ctx.run_dir / "run.json"), "resume snapshot",
+                             str(expected.relative_to(ctx.run_dir)), lineage.get("snapshot"))]
+    else:
+        expected = ctx.run_dir.parent / earlier / "checkpoints" / f"global_step_{step}"  # a sibling
+        root, want = ctx.run_dir.parent / earlier, _suffix(earlier, step)
     found = []
-    found += _loaded_checkpoint(ctx, earlier, step)
+    found += _loaded_checkpoint(ctx, earlier, step, want)
     found += _continued_steps(ctx, step)
-    found += _resolved_resume(ctx, earlier, step)
-    found += _checkpoint_unchanged(ctx, expected, lineage.get("files"))
+    found += _resolved_resume(ctx, want)
+    found += _checkpoint_unchanged(ctx, expected, lineage.get("files"), root, copied)
     ctx.evidence["resume"] = {"from_run_id": earlier, "step": step, "chain": lineage.get("chain"),
                               "checkpoint": str(expected)}
     return found
@@ -69,10 +85,9 @@ def _suffix(earlier: str, step: int) -> str:
     return f"/{earlier}/checkpoints/global_step_{step}"
 
 
-def _loaded_checkpoint(ctx, earlier: str, step: int) -> List[Finding]:
+def _loaded_checkpoint(ctx, earlier: str, step: int, want: str) -> List[Finding]:
     scan = ctx.scan()
     loads = scan.checkpoint_loads
-    want = _suffix(earlier, step)
     if not loads:
         return [finding("POST-E061", "training.log", "no 'Load from checkpoint folder:' line: "
                         f"verl did not load {earlier}'s global_step_{step}")]
@@ -110,7 +125,7 @@ def _continued_steps(ctx, step: int) -> List[Finding]:
     return found
 
 
-def _resolved_resume(ctx, earlier: str, step: int) -> List[Finding]:
+def _resolved_resume(ctx, want: str) -> List[Finding]:
     path = ctx.run_dir / "resolved-command.txt"
     try:
         argv = shlex.split(lines.read_small(path))
@@ -121,22 +136,23 @@ def _resolved_resume(ctx, earlier: str, step: int) -> List[Finding]:
     if given.get("trainer.resume_mode") != "resume_path":
         found.append(mismatch("POST-E064", str(path), "trainer.resume_mode", "resume_path",
                               given.get("trainer.resume_mode", "absent")))
-    if not given.get("trainer.resume_from_path", "").endswith(_suffix(earlier, step)):
+    if not given.get("trainer.resume_from_path", "").endswith(want):
         found.append(mismatch("POST-E064", str(path), "trainer.resume_from_path",
-                              f"...{_suffix(earlier, step)}",
+                              f"...{want}",
                               given.get("trainer.resume_from_path", "absent")))
     return found
 
 
-def _checkpoint_unchanged(ctx, step_dir: Path, files: Any) -> List[Finding]:
+def _checkpoint_unchanged(ctx, step_dir: Path, files: Any, root: Path,
+                          copied: bool) -> List[Finding]:
     if not isinstance(files, dict) or not files:
         return [finding("POST-E060", str(ctx.run_dir / "run.json"), "the resume record lists no "
                         "checkpoint files")]
     if not step_dir.is_dir():
-        return [finding("POST-E065", str(step_dir), "the earlier run's checkpoint is gone; the "
+        return [finding("POST-E065", str(step_dir), "the checkpoint verl loaded is gone; the "
                         "lineage cannot be checked")]
-    try:
-        now = checkpoint_hashes(step_dir)
+    try:  # the copy holds no link at all; the earlier run's folder none that leaves it
+        now = snapshot.tree_hashes(step_dir, root, links=not copied)
     except (OSError, ValueError) as exc:
         return [finding("POST-E065", str(step_dir), f"cannot hash: {exc}")]
     changed = sorted(k for k in set(files) | set(now) if files.get(k) != now.get(k))

@@ -128,14 +128,15 @@ def target_problem(folder: Path, name: str) -> Optional[Problem]:
 
 
 def check_folder(folder: Path, required: Iterable[str] = (), deep: bool = True,
-                 label: str = "sha256") -> Tuple[Sums, List[Problem]]:
-    """Read folder/SHA256SUMS and judge every entry; with ``deep``, hash what is safe to hash.
+                 label: str = "sha256", sums_path: Optional[Path] = None) -> Tuple[Sums, List[Problem]]:
+    """Read folder/SHA256SUMS (or ``sums_path``, a manifest kept beside the folder) and judge
+    every entry; with ``deep``, hash what is safe to hash.
 
     Returns the parsed file and every problem: the file's own, each unsafe entry, each
     ``required`` name it does not list and (deep) each file that is missing or differs.
     """
     folder = Path(folder)
-    sums = read(folder / NAME)
+    sums = read(Path(sums_path) if sums_path is not None else folder / NAME)
     problems = list(sums.problems)
     if any(p.kind == UNREADABLE for p in problems):
         return sums, problems

@@ -179,7 +179,9 @@ def _provenance(view: RunView) -> str:
         ("bundle SHA256SUMS", run.get("bundle_sums_sha256", "—")),
         ("launcher", run.get("launcher_sha256", "—")),
         ("verl", f"commit {ev.get('verl_commit', p.get('VERL_COMMIT', '—'))}"
-                 + (" (clean tree)" if ev.get("verl_clean") else "")),
+                 + (f" · tree SHA256SUMS {ev['verl_sums_sha256']}" if ev.get("verl_sums_sha256")
+                    else " (clean tree by git status; no tree manifest)" if ev.get("verl_clean")
+                    else "")),
         ("model", f"{p.get('MODEL_HUB', '?')}/{p.get('MODEL_ID', '?')} @ {p.get('MODEL_REVISION', '?')}"
                   f" · SHA256SUMS {ev.get('model_sums_sha256', p.get('MODEL_SUMS_SHA256', '—'))}"),
         ("data", f"{p.get('DATASET_HUB', '?')}/{p.get('DATASET_ID', '?')} @ "

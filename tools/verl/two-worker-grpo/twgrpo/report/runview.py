@@ -266,9 +266,11 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
     run = _record(run_dir, "run.json", problems) if not run_json_problem else {}
     statuses: Dict[str, Optional[str]] = {}
     records = {phase: _record(run_dir, name, problems, statuses) for phase, name in PHASE_RECORDS}
-    verdict = latest_verdict(run_dir, lambda _, name: statuses[name])
+    verdict = latest_verdict(run_dir, lambda _, name: statuses[name], whole=True)
     if verdict.conflicts:
         problems += [finding("RPT-E004", "SUCCESS/FAILED", text) for text in verdict.conflicts]
+    if verdict.status == "UNPROVEN":
+        problems.append(finding("RPT-E010", run_id, verdict.summary))
     if verdict.status == "INCOMPLETE" and not verdict.conflicts:
         problems.append(finding("RPT-E007", run_id, verdict.summary))
     placement = _record(run_dir, "actor-placement.json", problems)

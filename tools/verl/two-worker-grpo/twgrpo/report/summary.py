@@ -11,7 +11,7 @@ from . import page, runview
 from ..run.findings import UsageError, utc_now
 from ..run.humane import duration, number, printable, topology, when
 from ..run.profile import Profile
-from ..run.records import write_text
+from ..run.records import RecordError, write_text
 from ..run import runpaths, typed
 from ..run.runpaths import run_folder
 
@@ -103,7 +103,8 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
         os.umask(umask)
         os.chmod(target, 0o644 & ~umask)  # a page on shared storage is for everyone to open
     except OSError as exc:
-        raise UsageError(f"cannot write {target}: {exc.strerror}; set REPORT_HTML=<a writable "
-                         "path> (--html) to put the page elsewhere")
+        cause = str(exc) if isinstance(exc, RecordError) else f"cannot write {target}: {exc.strerror}"
+        raise UsageError(f"{cause}; set REPORT_HTML=<a writable path> (--html) to put the page "
+                         "elsewhere")
     print("\n".join(printable(line) for line in summary_lines(view, target)), flush=True)
     return 0

@@ -38,15 +38,25 @@ PROJECT_NAME = "verl_aistudio"
 # driver already has from its own runtime_env, and a shell export never leaves the driver.
 WORKER_ENV = ("NCCL_DEBUG", "NCCL_IB_DISABLE", "GLOO_LOG_LEVEL")
 
-def resume_overrides(storage_root: Path, resume_step: Optional[Tuple[str, int]]) -> List[str]:
-    """verl 0.6.0 loads global_step_N from the earlier run's folder (only read: nothing there is
-    deleted after loading) and saves into this run's own checkpoints/."""
+def resume_overrides(storage_root: Path, run_id: str,
+                     resume_step: Optional[Tuple[str, int]]) -> List[str]:
+    """verl 0.6.0 loads global_step_N from this run's own copy of the earlier run's checkpoint
+    (resume_snapshot_dir: copied and hashed by the resume phase, so nothing in the earlier
+    run's folder can change what is loaded) and saves into this run's own checkpoints/."""
     if resume_step is None:
         return ["trainer.resume_mode=disable"]
     earlier, step = resume_step
     return ["trainer.resume_mode=resume_path",
-            f"trainer.resume_from_path={checkpoint_dir(storage_root, earlier, step)}",
+            f"trainer.resume_from_path={resume_snapshot_dir(storage_root, run_id, earlier, step)}",
             "trainer.del_local_ckpt_after_load=false"]
+
+
+RESUME_FOLDER = "resume-from"
+
+
+def resume_snapshot_dir(storage_root: Path, run_id: str, earlier: str, step: int) -> Path:
+    """<run>/resume-from/<earlier>/checkpoints/global_step_N: the copy a resumed run loads."""
+    return run_dir(storage_root, run_id) / RESUME_FOLDER / earlier / "checkpoints" / f"global_step_{step}"
 
 
 def checkpoint_dir(storage_root: Path, run_id: str, step: int) -> Path:
@@ -138,7 +148,7 @@ def training_command(profile: Profile, storage_root: Path, run_id: str,
         f"trainer.save_freq={p.SAVE_FREQ}",
         "trainer.total_epochs=1",
         f"trainer.total_training_steps={p.TARGET_STEPS}",
-        *resume_overrides(storage_root, resume_step),
+        *resume_overrides(storage_root, run_id, resume_step),
         f"trainer.default_local_dir={run / 'checkpoints'}",
         f"trainer.rollout_data_dir={run / 'rollouts'}",
         "+ray_kwargs.ray_init.address=auto",

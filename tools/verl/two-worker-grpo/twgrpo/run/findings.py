@@ -152,7 +152,10 @@ def verdict(phase: str, results: Sequence[CheckResult], out: Optional[TextIO] = 
 def phase_record(phase: str, results: Sequence[CheckResult], **extra: Any) -> Dict[str, Any]:
     status = "passed" if all(r.passed for r in results) else "failed"
     record: Dict[str, Any] = {"phase": phase, "status": status, "checked_at": utc_now(),
-                              "checks": [r.to_json() for r in results]}
+                              "checks": [r.to_json() for r in results],
+                              # one short line near the record's end, for make runs's glance
+                              "passed_checks": ",".join(r.name for r in results
+                                                        if r.passed and not r.skipped)}
     record.update(extra)
     return record
 

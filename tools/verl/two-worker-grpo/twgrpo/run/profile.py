@@ -36,6 +36,8 @@ FIELDS: Dict[str, tuple] = {
     "PROFILE_NAME": (NAME, "the profile's name, equal to its file name"),
     "VERL_COMMIT": (SHA1, "verl git commit checked out under code/verl/<commit>/"),
     "VERL_REPO_URL": (re.compile(r"^\S+$"), "where prepare-inputs clones verl from"),
+    "VERL_SUMS_SHA256": (re.compile(r"^([0-9a-f]{64})?$"), "sha256 of code/verl/<commit>.SHA256SUMS, "
+                         "the manifest of the checkout's tracked files (empty: not pinned yet)"),
     "MODEL_HUB": (NAME, "model hub folder under models/"),
     "MODEL_ID": (REPO_ID, "model id on that hub"),
     "MODEL_REVISION": (NAME, "model revision folder"),
@@ -74,7 +76,9 @@ FIELDS: Dict[str, tuple] = {
                             "attention override, empty for verl's default"),
 }
 INTS = {k for k, (form, _) in FIELDS.items() if form is POSITIVE}
-OPTIONAL_EMPTY = {"ATTN_IMPLEMENTATION"}
+OPTIONAL_EMPTY = {"ATTN_IMPLEMENTATION", "VERL_SUMS_SHA256"}
+# Keys a run recorded before they existed: read from an older run.json as empty (not pinned).
+ADDED_LATER = ("VERL_SUMS_SHA256",)
 
 
 @dataclasses.dataclass(frozen=True)

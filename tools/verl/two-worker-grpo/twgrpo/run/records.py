@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -37,10 +38,38 @@ def _umask() -> int:
 
 
 def _refuse_symlink(path: Path) -> None:
-    if path.is_symlink():
+    """Refuse a target that exists and is not a regular file: a symlink (it could lead into
+    another run), a device, FIFO, socket or folder (a rename would replace the node itself)."""
+    try:
+        mode = os.lstat(str(path)).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _cannot(path, exc) from None
+    if stat.S_ISLNK(mode):
         raise RecordError("GEN-E004", f"{path} is a symlink (to {os.readlink(str(path))}); "
                           "records are written only as plain files in the run folder",
                           "it is a symlink")
+    if not stat.S_ISREG(mode):
+        raise RecordError("GEN-E020", f"{path} exists and is not a regular file ({kind(mode)}); "
+                          "nothing is written over it — name a regular file or a path that does "
+                          "not exist yet", "not a regular file")
+
+
+def kind(mode: int) -> str:
+    """What a non-regular file is, in a word, for messages."""
+    for test, word in ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def refuse_unwritable_target(path: Path) -> None:
+    """The check every writer of the bundle and the prep tools runs before writing ``path``:
+    RecordError unless it is absent or a regular file (never a symlink, device or FIFO)."""
+    _refuse_symlink(Path(path))
 
 
 def _write_temporary(path: Path, text: str) -> str:

@@ -14,7 +14,7 @@ from ..formats import bounded
 from . import typed
 
 from .findings import UsageError
-from .profile import NAME, Profile, env_lines, parse_profile_text
+from .profile import ADDED_LATER, NAME, Profile, env_lines, parse_profile_text
 from .runfolder import refuse_symlinked
 
 
@@ -59,8 +59,9 @@ def recorded_profile(record: Path) -> Profile:
         raise UsageError(f"{record}: cannot read the run's profile ("
                          f"{wrong[0] if wrong else 'no profile values'}); pass --profile")
     name = data["profile"].get("name", "?")
+    values = data["profile"]["values"]  # a run recorded before a key existed did not pin it
     try:
-        text = env_lines(data["profile"]["values"])
+        text = env_lines({**{key: "" for key in ADDED_LATER}, **values})
     except ValueError as exc:
         raise UsageError(f"{record}: cannot read the run's profile ({exc}); pass --profile")
     return parse_profile_text(text, f"{record} (profile {name[:80]})")

@@ -1,16 +1,30 @@
-"""A run's verdict from its latest records: SUCCESS only while the latest postflight passed.
+"""A run's verdict from its latest records: SUCCESS only while the records prove it.
 
 One function, so that every reader (report, runs) judges a run the same way. The markers
 SUCCESS and FAILED say what happened when they were written; verification.json is rewritten by
 every postflight, so it is the latest word, and a marker that disagrees with it is a conflict.
+A SUCCESS marker alone proves nothing (anyone can write one): SUCCESS stands only beside the
+launcher's record of every phase (inputs and preflight passed, driver.log's line that training
+ended with status 0, a resume record for a resumed run) and a verification.json holding every
+postflight check, each passed. A folder whose records do not add up is UNPROVEN.
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from ..formats import bounded
+from . import glance
+
+# Every check postflight runs, in its order (tests/py/test_run_verdict.py holds it equal to
+# checks.postflight.CHECKS): a verification.json without all of them passed proves no SUCCESS.
+POSTFLIGHT_CHECKS = ("training-log", "fatal-markers", "completion-markers", "resolved-command",
+                     "inputs-record", "launcher-records", "rank-placement", "tensorboard-scalars",
+                     "rollouts", "checkpoint", "resume")
+PHASE_PREFIX = b"run-two-worker-grpo-v1: phase "
+PHASE_LINE = re.compile(r"^run-two-worker-grpo-v1: phase ([a-z]+) ended with status (\d+) after ")
 
 PHASE_RECORDS = (("inputs", "inputs.json"), ("preflight", "preflight.json"),
                  ("postflight", "verification.json"))
@@ -21,7 +35,7 @@ SUPERSEDED = "SUCCESS.superseded-"  # where a failing re-run moves an earlier SU
 
 @dataclasses.dataclass
 class Verdict:
-    status: str          # SUCCESS, FAILED or INCOMPLETE
+    status: str          # SUCCESS, FAILED, UNPROVEN or INCOMPLETE
     summary: str         # one line for people
     conflicts: List[str] = dataclasses.field(default_factory=list)
     superseded: List[str] = dataclasses.field(default_factory=list)  # earlier SUCCESS markers
@@ -62,15 +76,17 @@ def record_status(run_dir: Path, name: str) -> Optional[str]:
     return status if status in ("passed", "failed") else "unreadable"
 
 
-def latest_verdict(run_dir: Path, status_of: Callable[[Path, str], Optional[str]] = None) -> Verdict:
+def latest_verdict(run_dir: Path, status_of: Callable[[Path, str], Optional[str]] = None,
+                   whole: Optional[bool] = None) -> Verdict:
     """status_of reads a record's status (default record_status: the whole record; make runs
-    passes a glance at its ends)."""
-    verdict = _judge(run_dir, status_of or record_status)
+    passes a glance at its ends). whole: the proof of a SUCCESS is read from whole records
+    (default: when status_of is not given); otherwise from their ends only (make runs)."""
+    verdict = _judge(run_dir, status_of or record_status, status_of is None if whole is None else whole)
     verdict.superseded = superseded_markers(run_dir)
     return verdict
 
 
-def _judge(run_dir: Path, status_of: Callable[[Path, str], Optional[str]]) -> Verdict:
+def _judge(run_dir: Path, status_of: Callable[[Path, str], Optional[str]], whole: bool) -> Verdict:
     success, failed = success_text(run_dir), failed_fields(run_dir)
     statuses = {phase: status_of(run_dir, name) for phase, name in PHASE_RECORDS}
     post = statuses["postflight"]
@@ -95,10 +111,11 @@ def _judge(run_dir: Path, status_of: Callable[[Path, str], Optional[str]]) -> Ve
                              "which failed")
         return Verdict("FAILED", "FAILED: the latest postflight found problems", conflicts)
     if success is not None and post == "passed":
-        missing = [p for p in ("inputs", "preflight") if statuses[p] != "passed"]
-        return Verdict("SUCCESS", "SUCCESS: every check of every phase passed" if not missing else
-                       f"SUCCESS: postflight passed (no passing {' or '.join(missing)} record)",
-                       conflicts)
+        gaps = proof_gaps(run_dir, statuses, status_of, whole)
+        if gaps:
+            return Verdict("UNPROVEN", "UNPROVEN: SUCCESS exists but the records do not prove it: "
+                           + "; ".join(gaps), conflicts)
+        return Verdict("SUCCESS", "SUCCESS: every check of every phase passed", conflicts)
     if success is not None:
         conflicts.append(f"SUCCESS exists but verification.json is {post or 'missing'}")
         return Verdict("INCOMPLETE", "UNPROVEN: SUCCESS without a readable verification.json; "
@@ -112,3 +129,68 @@ def _judge(run_dir: Path, status_of: Callable[[Path, str], Optional[str]]) -> Ve
                        "launcher was stopped before it could write one)", conflicts)
     return Verdict("INCOMPLETE", "no SUCCESS or FAILED yet: the run is going on, or it stopped "
                    "without a trace", conflicts)
+
+
+def phase_statuses(run_dir: Path, tail: Optional[int] = None) -> Dict[str, int]:
+    """Each phase's exit status as the launcher wrote it in driver.log (the last line wins);
+    with tail, only the last tail bytes are read (the launcher's last lines: make runs)."""
+    found: Dict[str, int] = {}
+    path = Path(run_dir) / "driver.log"
+    try:
+        lines = bounded.tail_lines(path, tail, PHASE_PREFIX) if tail else \
+            bounded.lines_starting(path, PHASE_PREFIX)
+        for line in lines:
+            match = PHASE_LINE.match(line)
+            if match and len(match.group(2)) <= 3:
+                found[match.group(1)] = int(match.group(2))
+    except bounded.Unreadable:
+        return {}
+    return found
+
+
+def postflight_gaps(run_dir: Path, whole: bool = True) -> List[str]:
+    """Postflight checks verification.json lacks or did not pass (a partial list proves less).
+    whole=False (make runs) reads only the record's passed_checks line, at one of its ends."""
+    path = Path(run_dir) / "verification.json"
+    try:
+        if whole:
+            checks = bounded.read_object(path).get("checks")
+            passed = {c.get("name") for c in checks if isinstance(c, dict) and
+                      c.get("status") == "passed"} if isinstance(checks, list) else set()
+        else:
+            listed = glance.fields(path, ("passed_checks",), {"passed_checks": str})["passed_checks"]
+            passed = set((listed or "").split(","))
+    except (bounded.Unreadable, ValueError) as exc:
+        return [f"verification.json is {exc}"]
+    lacking = [name for name in POSTFLIGHT_CHECKS if name not in passed]
+    if lacking:
+        return [f"verification.json lacks passing checks {', '.join(lacking)} (run make "
+                "postflight to judge the run again)"]
+    return []
+
+
+def proof_gaps(run_dir: Path, statuses: Dict[str, Optional[str]],
+               status_of: Callable[[Path, str], Optional[str]] = record_status,
+               whole: bool = True) -> List[str]:
+    """What the launcher's records lack for SUCCESS; empty when every phase is proven."""
+    gaps = [f"{name} is {statuses[phase] or 'missing'}, not passed"
+            for phase, name in PHASE_RECORDS[:2] if statuses[phase] != "passed"]
+    ended = phase_statuses(run_dir, None if whole else glance.TAIL)
+    if ended.get("training") != 0:
+        gaps.append("driver.log has no line of the launcher saying training ended with status 0"
+                    if "training" not in ended else
+                    f"driver.log says training ended with status {ended['training']}")
+    try:
+        resume = status_of(run_dir, "resume.json")
+    except KeyError:  # a reader that knows only the phase records
+        resume = record_status(run_dir, "resume.json")
+    if (resume is not None or (whole and resumed(run_dir))) and resume != "passed":
+        gaps.append(f"the run was resumed but resume.json is {resume or 'missing'}, not passed")
+    return gaps + postflight_gaps(run_dir, whole)
+
+
+def resumed(run_dir: Path) -> bool:
+    try:
+        return bounded.read_object(Path(run_dir) / "run.json").get("resume") is not None
+    except bounded.Unreadable:
+        return False
