@@ -40,12 +40,25 @@ class SpecError(Exception):
     """One line: (SUB-Ennn) what went wrong — what to do."""
 
 
-def driver_command(storage_root: str, profile: str, launcher: Path) -> str:
+def installed_rel(storage_root: str, bundle_dir: Optional[Path]) -> str:
+    """The submitted bundle's folder relative to STORAGE_ROOT: a given folder under it (a flat
+    install), else the launcher's version folder, where make install-tools puts it."""
+    if bundle_dir is not None:
+        try:
+            return Path(bundle_dir).resolve().relative_to(Path(storage_root).resolve()).as_posix()
+        except ValueError:
+            pass
+    launcher = (bundle_dir or bundle.BUNDLE) / bundle.LAUNCHER_NAME
+    return f"{bundle.BUNDLES_REL}/{bundle.version_of(launcher)}"
+
+
+def driver_command(storage_root: str, profile: str, launcher: Path, bundle_rel: str = "") -> str:
     """prep/bundle.py's Driver command, exactly as `make driver-command` prints it."""
     out, err = io.StringIO(), io.StringIO()
+    extra = ["--bundle-dir", bundle_rel] if bundle_rel else []
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = bundle.main(["driver-command", storage_root, "--profile", profile,
-                              "--launcher", str(launcher)])
+                              "--launcher", str(launcher), *extra])
     if status:
         raise SpecError(f"(SUB-E010) {err.getvalue().strip()}")
     return out.getvalue().rstrip("\n")
@@ -107,9 +120,18 @@ def job_spec(storage_root: str, profile: str, bundle_dir: Optional[Path],
              variables: Dict[str, str]) -> Dict[str, object]:
     """Everything a submission needs: submission id, entrypoint, runtime env, metadata."""
     run_id = check_run_id(variables.get("RUN_ID", ""))
+    rel = installed_rel(storage_root, bundle_dir)
+    versioned = rel.startswith(f"{bundle.BUNDLES_REL}/bundle-")  # else a flat folder: name it
     bundle_dir = bundle_dir or bundle.BUNDLE
-    command = driver_command(storage_root, profile, bundle_dir / bundle.LAUNCHER_NAME)
-    return {"submission_id": run_id, "entrypoint": entrypoint(command),
-            "runtime_env": job_runtime_env(storage_root, profile, bundle_dir, variables),
+    command = driver_command(storage_root, profile, bundle_dir / bundle.LAUNCHER_NAME,
+                             "" if versioned else rel)
+    runtime_env = job_runtime_env(storage_root, profile, bundle_dir, variables)
+    # The submitted bundle's own rollout/ (make runtime-env's text names the unversioned one).
+    env_vars = runtime_env["env_vars"]
+    unversioned = f"{storage_root.rstrip('/')}/{bundle.BUNDLES_REL}/rollout"
+    env_vars["PYTHONPATH"] = ":".join(
+        f"{storage_root.rstrip('/')}/{rel}/rollout" if part == unversioned else part
+        for part in env_vars["PYTHONPATH"].split(":"))
+    return {"submission_id": run_id, "entrypoint": entrypoint(command), "runtime_env": runtime_env,
             "metadata": {"run_id": run_id, "profile": profile or "default",
                          "storage_root": storage_root}}

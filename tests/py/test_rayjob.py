@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 import yaml
 
-from prep import jobspec, rayjob
+from prep import bundle, jobspec, rayjob
 from twgrpo.run.profile import load_profile
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "data" / "kuberay-v1.4.2-rayjob-v1.schema.json"
@@ -85,7 +85,8 @@ def test_the_rayjob_carries_make_submits_entrypoint_and_runtime_env(capsys):
     assert "working_dir" not in runtime_env and "excludes" not in runtime_env
     env = runtime_env["env_vars"]
     assert (env["RUN_ID"], env["SAVE_FREQ"], env["RESUME_FROM"]) == ("exp-001", "1", "exp-000")
-    assert env["PYTHONPATH"].endswith(f"{ROOT}/tools/verl/two-worker-grpo/rollout")  # hf profile
+    version = bundle.version_of(bundle.BUNDLE / bundle.LAUNCHER_NAME)  # the submitted bundle's
+    assert env["PYTHONPATH"].endswith(f"{ROOT}/tools/verl/two-worker-grpo/{version}/rollout")
     assert spec["jobId"] == "exp-001" and spec["submissionMode"] == "HTTPMode"
 
 
