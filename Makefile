@@ -56,7 +56,7 @@ install-tools: ## Copy the bundle to its own version folder under PREP_ROOT/tool
 driver-command: ## Print the Driver command to paste into the job form (the same for every run)
 	@$(BUNDLE) driver-command "$(STORAGE_ROOT)" --profile="$(PROFILE)" --ignored-run-id="$(RUN_ID)"
 runtime-env: ## Print the RuntimeEnv JSON to paste into the job form
-	@$(VERIFY) runtime-env --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)"
+	@$(VERIFY) runtime-env --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)" --bundle-version="$$($(BUNDLE) version)"
 
 ##@ Submit: from the prep box to a Ray cluster's job server, or as a KubeRay RayJob
 .PHONY: submit stop logs rayjob

@@ -255,6 +255,7 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("checksums")
     sub.add_parser("verify-scripts")
+    sub.add_parser("version", help="print this checkout's bundle version folder name")
     p = sub.add_parser("install")
     p.add_argument("dest", nargs="?", help="the bundle folder itself (make smoke's scratch volume)")
     p.add_argument("--prep-root", help="the volume: installs into its tools/verl/two-worker-grpo/")
@@ -273,7 +274,8 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(REPO))
     from prep.driver_command import cmd_driver_command
     handlers = {"checksums": cmd_checksums, "verify-scripts": cmd_verify_scripts,
-                "install": cmd_install, "driver-command": cmd_driver_command}
+                "install": cmd_install, "driver-command": cmd_driver_command,
+                "version": lambda _: print(version_of(BUNDLE / LAUNCHER_NAME)) or 0}
     return handlers[args.command](args)
 
 

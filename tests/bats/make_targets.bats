@@ -37,11 +37,26 @@ setup() {
   assert_success
 }
 
-@test "make runtime-env puts the rollout adapter on PYTHONPATH for a ROLLOUT_ENGINE=hf profile" {
+@test "make runtime-env puts this version's rollout adapter on PYTHONPATH for a ROLLOUT_ENGINE=hf profile" {
   run make -s -C "$REPO" runtime-env PROFILE=smoke-1x1 STORAGE_ROOT=/mnt/volume
   assert_success
   run python3 -c 'import json, sys; print(json.loads(sys.argv[1])["env_vars"]["PYTHONPATH"])' "$output"
-  assert_output "/mnt/volume/code/verl/999af4135fcd9518fa40f62bbea21b5cf568a3e3:/mnt/volume/tools/verl/two-worker-grpo/rollout"
+  local version
+  version=$(python3 "$REPO/prep/bundle.py" version)
+  [[ "$version" =~ ^bundle-[0-9a-f]{12}$ ]]
+  assert_output "/mnt/volume/code/verl/999af4135fcd9518fa40f62bbea21b5cf568a3e3:/mnt/volume/tools/verl/two-worker-grpo/$version/rollout"
+}
+
+@test "make install-tools puts the rollout adapter where make runtime-env points" {
+  local root=$BATS_TEST_TMPDIR/volume
+  mkdir -p "$root"
+  run make -s -C "$REPO" install-tools PREP_ROOT="$root"
+  assert_success
+  run make -s -C "$REPO" runtime-env PROFILE=smoke-1x1 STORAGE_ROOT="$root"
+  assert_success
+  local rollout
+  rollout=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["env_vars"]["PYTHONPATH"].split(":")[1])' "$output")
+  assert_file_exists "$rollout/twgrpo_hf_rollout.py"
 }
 
 @test "make rayjob prints a RayJob for RUN_ID with the image knob, and refuses a missing RUN_ID" {

@@ -89,6 +89,8 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runtime-env", parents=[common], help="print the RuntimeEnv JSON to paste")
     p.add_argument("--storage-root", type=Path, required=True)
+    p.add_argument("--bundle-version", help="the installed version folder (bundle-<12 hex>) whose "
+                   "rollout/ goes on PYTHONPATH for ROLLOUT_ENGINE=hf (default: a flat install)")
 
     p = sub.add_parser("record-run", parents=[common], help="write run.json (launcher)")
     p.add_argument("--storage-root", type=Path, required=True)

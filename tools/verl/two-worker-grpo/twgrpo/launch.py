@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import socket
 import sys
 from pathlib import Path
@@ -73,7 +74,10 @@ def resume(args: argparse.Namespace, profile: Profile) -> int:
 
 
 def runtime_env(args: argparse.Namespace, profile: Profile) -> int:
-    print(json.dumps(command.runtime_env(profile, args.storage_root), indent=2))
+    version = args.bundle_version or ""
+    if version and not re.fullmatch(r"bundle-[0-9a-f]{12}", version):
+        raise UsageError(f"--bundle-version {version!r} is not bundle-<12 hex digits>")
+    print(json.dumps(command.runtime_env(profile, args.storage_root, version), indent=2))
     return 0
 
 
