@@ -30,7 +30,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=9d55f5e53402ceba7cb699d81f1b867757e2e736e1600c756e92b2cdafaaefcd
+readonly BUNDLE_SUMS_SHA256=52d98143ccd778acc7cbc6df1380bf411d3852fb4dfdbd5560475913263f72be
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too

@@ -1,12 +1,13 @@
 """make runs: every run on the volume, one line each: RUN_ID, start, duration, profile, verdict.
 
 Cheap per run, whatever the volume holds: run.json, the markers, the records' status and the
-last 256 KiB of driver.log (where the last phase's end is), never a whole log.
+last 256 KiB of driver.log (the last sign of life: lineage.py), never a whole log; a
+resumed run names its parent and step (<- parent@K), a parent its children (-> child).
 """
 from __future__ import annotations
 
 import argparse
-from datetime import timedelta
+import re
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -14,28 +15,9 @@ from ..formats import bounded
 from ..run.findings import UsageError
 from ..run.humane import duration, parse_time, printable, when
 from ..run.profile import NAME as RUN_ID
-from .timeline import LAUNCHER_LINE
+from . import lineage
 from ..run.runpaths import run_dir
 from ..run.runverdict import latest_verdict
-
-
-def _end_time(run_dir: Path):
-    """When the launcher's last phase ended, from the tail of driver.log."""
-    try:
-        tail = bounded.tail_lines(run_dir / "driver.log")
-    except bounded.Unreadable:
-        return None
-    started: Dict[str, str] = {}
-    end = None
-    for line in tail:
-        match = LAUNCHER_LINE.match(line)
-        if match and match.group(3):
-            started[match.group(1)] = match.group(3)
-        elif match and match.group(1) in started:
-            begin = parse_time(started[match.group(1)])
-            if begin:
-                end = begin + timedelta(seconds=int(match.group(5)))
-    return end
 
 
 def run_row(run_dir: Path) -> Dict[str, str]:
@@ -45,15 +27,41 @@ def run_row(run_dir: Path) -> Dict[str, str]:
         run = {"problem": f"run.json {exc}"}
     profile = run.get("profile", {})
     start = parse_time(run.get("started_at"))
-    end = _end_time(run_dir)
-    took: Optional[float] = (end - start).total_seconds() if start and end and end >= start else None
+    took: Optional[float] = lineage.lifetime(run_dir, run)  # to the last sign of life
     verdict = latest_verdict(run_dir)
     return {"run_id": run_dir.name if RUN_ID.match(run_dir.name) else repr(run_dir.name),
             "start": when(run.get("started_at")) if start else "—",
             "sort": start.isoformat() if start else "~",
             "duration": duration(took) if took is not None else "—",
             "profile": str(profile.get("name", "?")) if isinstance(profile, dict) else "?",
-            "verdict": verdict.status + (" (conflict)" if verdict.conflicts else "")}
+            "verdict": verdict.status + _resumable(verdict) + (" (conflict)" if verdict.conflicts else ""),
+            "lineage": _parent(run)}
+
+
+def _resumable(verdict) -> str:
+    """' from step K' for a PREEMPTED run (its summary names K)."""
+    match = re.search(r"resumable from step (\d+)", verdict.summary)
+    return f" at step {match.group(1)}" if verdict.status == "PREEMPTED" and match else ""
+
+
+def _parent(run) -> str:
+    parent = lineage.parent_of(run)
+    return f"<- {parent[0]}@{parent[1]}" if parent else ""
+
+
+def _children(rows: List[Dict[str, str]]) -> None:
+    """Each parent's row names the runs that resumed from it ('-> child')."""
+    by_id = {r["run_id"]: r for r in rows}
+    for row in rows:
+        if row["lineage"].startswith("<- "):
+            parent = by_id.get(row["lineage"][3:].rsplit("@", 1)[0])
+            if parent is not None:
+                parent["children"].append(row["run_id"])
+    for row in rows:
+        kids = row.pop("children")
+        if kids:
+            more = f" +{len(kids) - 2}" if len(kids) > 2 else ""
+            row["lineage"] = " ".join(filter(None, [row["lineage"], "-> " + ", ".join(kids[:2]) + more]))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -67,8 +75,11 @@ def main(args: argparse.Namespace) -> int:
     rows: List[Dict[str, str]] = [run_row(path) for path in root.iterdir()
                                   if path.is_dir() and not path.is_symlink()]
     rows.sort(key=lambda r: (r["sort"], r["run_id"]))
+    for row in rows:
+        row["children"] = []  # type: ignore[assignment]
+    _children(rows)
     header = {"run_id": "RUN_ID", "start": "STARTED", "duration": "TOOK", "profile": "PROFILE",
-              "verdict": "VERDICT"}
+              "verdict": "VERDICT", "lineage": "LINEAGE"}
     keys = list(header)
     widths = {k: max(len(r[k]) for r in [header, *rows]) for k in keys}
     for row in [header, *rows]:

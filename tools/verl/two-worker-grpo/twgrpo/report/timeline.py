@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional
 
 from ..formats import bounded
 from ..run.findings import Finding, finding
+from ..run.humane import parse_time
 from ..run.runverdict import failed_fields
 
 LAUNCHER_PREFIX = b"run-two-worker-grpo-v1: phase "
@@ -57,7 +58,8 @@ def phases_of(run_dir: Path, records: Dict[str, Dict[str, Any]],
     timeline = phase_timeline(run_dir, problems)
     failed = failed_fields(run_dir) or {}
     result = []
-    for name in ("inputs", "preflight", "training", "postflight"):
+    names = ("resume",) * ("resume" in timeline) + ("inputs", "preflight", "training", "postflight")
+    for name in names:
         phase = timeline.get(name, Phase(name))
         record = records.get(name, {})
         checks = record.get("checks") if isinstance(record.get("checks"), list) else []
@@ -70,5 +72,12 @@ def phases_of(run_dir: Path, records: Dict[str, Dict[str, Any]],
                 phase.status = record["status"]  # the latest record is the latest word
         if phase.status == "running" and failed.get("phase") == name:
             phase.status = f"stopped (exit {failed.get('exit_status', '?')})"
+            phase.seconds = _seconds_until(phase.started, failed.get("time"))
         result.append(phase)
     return result
+
+
+def _seconds_until(started: str, end: Optional[str]) -> Optional[int]:
+    """A stopped phase's duration: from its start line to FAILED's time."""
+    begin, stop = parse_time(started), parse_time(end)
+    return int((stop - begin).total_seconds()) if begin and stop and stop >= begin else None

@@ -19,6 +19,10 @@ CATALOG = {
     "LAUNCH-E012": ("a bundle file differs from SHA256SUMS", "Someone changed an installed file: reinstall (make install-tools FORCE=1); to change it on purpose, edit the repo and run make checksums."),
     "LAUNCH-E030": ("SAVE_FREQ is not a positive whole number", "Set SAVE_FREQ=<N> to save a checkpoint every N steps (verl also saves the last step), or leave it unset for the profile's."),
     "LAUNCH-E031": ("RESUME_FROM is not another run's RUN_ID", "Set RESUME_FROM to the RUN_ID of the preempted run (letters, digits, '.', '_', '-'), never to this run's own RUN_ID."),
+    "LAUNCH-E090": ("HEARTBEAT_INTERVAL or HEARTBEAT_LEASE cannot be used", "Unset both (a beat every 30 s, lost after 120 s), or set whole seconds from 1 to 86400 with the lease at least twice the interval."),
+    "LAUNCH-E091": ("the run folder exists and its launcher is alive (fresh heartbeat)", "Another launcher runs this RUN_ID now: wait for it, or stop that job; a live run is never retried or resumed."),
+    "LAUNCH-E092": ("the run folder exists and is not a stopped run of this job", "A retry becomes the next attempt (<RUN_ID>.2, ...) only when the existing run was preempted or lost with the same profile and bundle; this one succeeded, failed a check or is another job's: set a new RUN_ID."),
+    "LAUNCH-E093": ("every attempt name of this RUN_ID is taken", "At most 99 attempts (<RUN_ID>.2 .. <RUN_ID>.99) of one RUN_ID: set a new RUN_ID (and RESUME_FROM=<the newest attempt> to keep its steps)."),
     "LAUNCH-E013": ("postflight passed but wrote no SUCCESS", "This is a bug; verification.json holds the verdict."),
     "LAUNCH-E014": ("the installed bundle holds files SHA256SUMS does not list", "The bundle must be exactly SHA256SUMS (a dropped-in profile or module could replace pins or shadow code): move the listed paths out, or install into a new folder (make install-tools)."),
     "LAUNCH-E015": ("RUN_ID is too long", "Use at most 128 characters; the run folder's name must fit every file system."),
@@ -40,6 +44,7 @@ CATALOG = {
     "RES-E009": ("the earlier run has no complete checkpoint", "It stopped before its first checkpoint finished (or the files are damaged): start afresh, with SAVE_FREQ=<N> for checkpoints every N steps."),
     "RES-E010": ("the earlier run's checkpoint is at the target step", "Nothing is left to train: check the earlier run with make postflight RUN_ID=<it>."),
     "RES-E011": ("the earlier run's checkpoint folder leads outside its run folder", "A symbolic link points elsewhere: resume only from a run folder that holds its own checkpoints."),
+    "RES-E050": ("the earlier run's heartbeat is fresh: its launcher is alive", "A run whose heartbeat.json is younger than its lease is never resumed, whatever markers it has: wait until it ends or its lease runs out (HEARTBEAT_LEASE), then resume."),
     # General
     "GEN-E001": ("a check crashed", "This is a bug in the verifier; report it with the traceback in the JSON record."),
     "GEN-E002": ("a record or marker could not be written", "The message names the file and the cause (no space left, read-only file system): free space or remount read-write, then run the phase again (make postflight RUN_ID=...). Nothing half-written is left behind."),
@@ -134,6 +139,7 @@ CATALOG = {
     "POST-E063": ("TensorBoard steps do not continue from the checkpoint", "training/global_step must be logged for steps N+1..target only: TENSORBOARD_DIR must be this run's own."),
     "POST-E064": ("the resolved command lacks the resume overrides", "Run the bundle's launcher with RESUME_FROM unchanged: it adds trainer.resume_mode=resume_path and the checkpoint path."),
     "POST-E065": ("the earlier run's checkpoint differs from the hashes recorded at resume", "The checkpoint the run started from was changed or removed afterwards: the lineage cannot be proved."),
+    "POST-E170": ("the run was stopped before its last step (preempted)", "Nothing is broken: the missing steps, files and final validation are missing because the run stopped. Resume it: a new job with a new RUN_ID and RESUME_FROM=<this RUN_ID>, or re-run the same job with RESUME_FROM=auto."),
     "POST-W001": ("a TensorBoard file ends in a cut-off record", "Usually the writer was stopped mid-write; earlier records are intact and were used."),
     # The report (make report): what could not be read, so the page shows a gap, not a guess
     "RPT-E001": ("run.json is missing or unreadable", "The launcher writes run.json first: check RUN_ID and PREP_ROOT; for a run started another way, set PROFILE= to the profile it used."),
@@ -143,6 +149,7 @@ CATALOG = {
     "RPT-E005": ("TensorBoard scalars cannot be charted", "See postflight's POST-E014..E017 for the event files; charts need readable events.out.tfevents.* under tensorboard/."),
     "RPT-E006": ("no rollout samples can be shown", "See postflight's POST-E018..E020; samples come from rollouts/<step>.jsonl."),
     "RPT-E007": ("the run has no verdict yet", "If the job has ended, its Driver was stopped before it could write FAILED: run make postflight RUN_ID=... to judge what it left."),
+    "RPT-E050": ("the parent run of a resumed run is not beside it", "The charts cannot show the inherited steps: the parent's folder (run.json names it) was moved or removed from runs/ on this volume."),
 }
 
 

@@ -21,7 +21,7 @@ SUPERSEDED = "SUCCESS.superseded-"  # where a failing re-run moves an earlier SU
 
 @dataclasses.dataclass
 class Verdict:
-    status: str          # SUCCESS, FAILED or INCOMPLETE
+    status: str          # SUCCESS, FAILED, INCOMPLETE, PREEMPTED or RUNNING
     summary: str         # one line for people
     conflicts: List[str] = dataclasses.field(default_factory=list)
     superseded: List[str] = dataclasses.field(default_factory=list)  # earlier SUCCESS markers
@@ -65,7 +65,14 @@ def record_status(run_dir: Path, name: str) -> Optional[str]:
 def latest_verdict(run_dir: Path) -> Verdict:
     verdict = _judge(run_dir)
     verdict.superseded = superseded_markers(run_dir)
-    return verdict
+    return _stopped_or_running(run_dir, verdict)
+
+
+def _stopped_or_running(run_dir: Path, verdict: Verdict) -> Verdict:
+    """PREEMPTED or RUNNING where the run stopped early or still beats (run/preemption.py)."""
+    from . import preemption
+    return preemption.refine(run_dir, verdict, failed_fields(run_dir),
+                             success_text(run_dir) is not None)
 
 
 def _judge(run_dir: Path) -> Verdict:
