@@ -18,7 +18,13 @@
 #   PROFILE (a profile in profiles/, default the tutorial's 2x2 A100), PROBE_TIMEOUT (seconds,
 #   default 120), KILL_GRACE (seconds a stopped phase gets before KILL, default 10),
 #   SAVE_FREQ (checkpoint every N steps, default the profile's), RESUME_FROM (the RUN_ID of a
-#   preempted run to continue from its latest complete checkpoint), TRACE=1 (trace commands).
+#   preempted run to continue from its latest complete checkpoint, or auto: the newest
+#   resumable run of this RUN_ID's lineage), HEARTBEAT_INTERVAL and HEARTBEAT_LEASE (seconds,
+#   default 30 and 120: heartbeat.json is refreshed while the launcher lives; a run without a
+#   beat for the lease and without a verdict is lost, and resumable), TRACE=1 (trace commands).
+# A re-run of the same job (a platform's retry) whose run folder holds a stopped run of the
+#   same profile and bundle becomes the next attempt, RUN_ID.2, RUN_ID.3, ..., resuming the
+#   newest attempt with a complete checkpoint; never while one is alive or after a SUCCESS.
 # Exit codes: 0 SUCCESS; 1 a check failed; 2 usage error or missing input; 128+N stopped by
 #   signal N; otherwise the training command's status. Any failure after the run folder is
 #   claimed leaves FAILED there (time, phase, exit status, signal, cause), written whole or
@@ -30,7 +36,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=52d98143ccd778acc7cbc6df1380bf411d3852fb4dfdbd5560475913263f72be
+readonly BUNDLE_SUMS_SHA256=eac80624de826f4148ae562af09fb0e7c1951d730bb6e9a0c7b3a3431c576463
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too
@@ -57,6 +63,8 @@ CAUSE=""             # what FAILED says beyond phase, status and signal
 WORK=""              # scratch folder for NUL-separated lists
 TEE_PID=""           # the tee that writes driver.log
 TRAINING_COMMAND=()  # the training command, one word per element
+HEARTBEAT=""         # the heartbeat process (a process group of its own)
+ATTEMPT_NOTES=()     # what plan_attempt decided, for driver.log
 KILL_GRACE=${KILL_GRACE:-10}  # seconds a phase gets between TERM and KILL
 export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the bundle, the inputs or anywhere else
 
@@ -176,7 +184,7 @@ check_request() {
     die 2 "(LAUNCH-E004) RUN_ID '$RUN_ID' must match $RUN_ID_FORM — use letters, digits, '.', '_' and '-'"
   [[ -z "${SAVE_FREQ:-}" || "$SAVE_FREQ" =~ ^[1-9][0-9]{0,8}$ ]] ||
     die 2 "(LAUNCH-E030) SAVE_FREQ '$SAVE_FREQ' must be a positive whole number — set SAVE_FREQ=<steps between checkpoints>, or leave it unset"
-  [[ -z "${RESUME_FROM:-}" || ("$RESUME_FROM" =~ $RUN_ID_FORM && "$RESUME_FROM" != "$RUN_ID") ]] ||
+  [[ -z "${RESUME_FROM:-}" || "$RESUME_FROM" == auto || ("$RESUME_FROM" =~ $RUN_ID_FORM && "$RESUME_FROM" != "$RUN_ID") ]] ||
     die 2 "(LAUNCH-E031) RESUME_FROM '$RESUME_FROM' must be the RUN_ID of another, preempted run — set it to that run's RUN_ID"
   [[ -z "$PROFILE" || ("$PROFILE" =~ $RUN_ID_FORM && "$PROFILE" != *.env) ]] ||
     die 2 "(LAUNCH-E009) PROFILE '$PROFILE' must name a profile in the bundle (profiles/<name>.env, hash-checked), not a path"
@@ -192,12 +200,59 @@ check_request() {
     [[ -d "$dir" ]] ||
       die 2 "(LAUNCH-E007) input folder $dir is missing — prepare and check inputs on the prep box: make prepare-inputs verify-inputs"
   done
+  plan_attempt
   [[ ! -e "$RUN_DIR_PLANNED" && ! -L "$RUN_DIR_PLANNED" ]] ||
     die 2 "(LAUNCH-E008) run folder $RUN_DIR_PLANNED already exists — set a new RUN_ID; a run folder is never reused"
   local runs=${RUN_DIR_PLANNED%/*}
   while [[ ! -e "$runs" ]]; do runs=${runs%/*}; done  # the deepest folder that exists
   [[ -w "$runs" ]] ||
     die 2 "(LAUNCH-E017) $runs is not writable, so the run folder cannot be created — mount the volume read-write (runs/ included)"
+}
+
+# --- preemption: heartbeat, retries as attempts, RESUME_FROM=auto (twgrpo/checks/attempt.py) ---
+
+check_heartbeat_request() {  # HEARTBEAT_INTERVAL and HEARTBEAT_LEASE, before anything is written
+  HEARTBEAT_INTERVAL=${HEARTBEAT_INTERVAL:-30} HEARTBEAT_LEASE=${HEARTBEAT_LEASE:-120}
+  local ok=0
+  if [[ "$HEARTBEAT_INTERVAL" =~ ^[1-9][0-9]{0,4}$ && "$HEARTBEAT_LEASE" =~ ^[1-9][0-9]{0,4}$ ]]; then
+    ((HEARTBEAT_LEASE > 86400 || HEARTBEAT_LEASE < 2 * HEARTBEAT_INTERVAL)) || ok=1
+  fi
+  ((ok)) || die 2 "(LAUNCH-E090) HEARTBEAT_INTERVAL '$HEARTBEAT_INTERVAL' and HEARTBEAT_LEASE '$HEARTBEAT_LEASE' must be whole seconds up to 86400, the lease at least twice the interval — unset them for 30 and 120"
+}
+
+# A retry of a stopped run becomes its next attempt; RESUME_FROM=auto picks the run to resume.
+plan_attempt() {
+  [[ -e "$RUN_DIR_PLANNED" || -L "$RUN_DIR_PLANNED" || "${RESUME_FROM:-}" == auto ]] || return 0
+  local out line
+  out=$(verify attempt --profile "$PROFILE_NAME" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" \
+    --resume-from "${RESUME_FROM:-}" --bundle-sums-sha256 "$BUNDLE_SUMS_SHA256") || exit 2
+  while IFS= read -r line; do
+    case "${line%%=*}" in
+      RUN_ID) RUN_ID=${line#*=} ;;
+      RESUME_FROM) RESUME_FROM=${line#*=} ;;
+      NOTE) ATTEMPT_NOTES+=("${line#*=}") ;;
+      *) ;;
+    esac
+  done <<<"$out"
+  export RUN_ID RESUME_FROM
+  load_paths
+}
+
+start_heartbeat() {  # heartbeat.json, refreshed in a process group of its own until we end
+  set -m
+  python3 -I -B "$VERIFY" heartbeat --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" \
+    --launcher-pid $$ --interval "$HEARTBEAT_INTERVAL" --lease "$HEARTBEAT_LEASE" </dev/null >/dev/null 2>&1 &
+  HEARTBEAT=$!
+  set +m
+  local note
+  for note in "${ATTEMPT_NOTES[@]}"; do printf '%s: %s\n' "$PROG" "$note"; done
+}
+
+stop_heartbeat() {  # the beater writes state "ended" on TERM, then exits
+  [[ -n "$HEARTBEAT" ]] || return 0
+  kill -TERM "$HEARTBEAT" 2>/dev/null || true
+  wait "$HEARTBEAT" 2>/dev/null || true
+  HEARTBEAT=""
 }
 
 claim_run_folder() {
@@ -323,6 +378,7 @@ on_exit() {
   local status=$?
   trap - EXIT
   ((status == 0)) || write_failed "$status"
+  stop_heartbeat
   [[ -z "$WORK" ]] || rm -rf "$WORK"
   if [[ -n "$TEE_PID" ]]; then  # let tee write the last lines of driver.log
     exec 1>&- 2>&-
@@ -388,12 +444,14 @@ main() {
   esac
   check_dependencies
   verify_bundle
+  check_heartbeat_request
   check_request
   trap on_exit EXIT
   trap 'on_signal TERM 15' TERM
   trap 'on_signal INT 2' INT
   claim_run_folder
   start_logging
+  start_heartbeat
 
   local launcher_sha
   launcher_sha=$(sha256_of "${BASH_SOURCE[0]}")
