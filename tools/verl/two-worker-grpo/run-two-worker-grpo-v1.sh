@@ -36,7 +36,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=eac80624de826f4148ae562af09fb0e7c1951d730bb6e9a0c7b3a3431c576463
+readonly BUNDLE_SUMS_SHA256=675005bd9aa0d9a594945e850dabeb696a4c00d7290c922955ea96724a9a5184
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too
