@@ -244,8 +244,11 @@ def test_a_retry_of_a_preempted_run_is_attempt_2_resuming_it(root):
 def test_a_retry_is_refused_while_the_run_is_alive_or_after_a_success_or_for_another_job(root):
     with pytest.raises(UsageError, match="LAUNCH-E092"):  # the resumed run succeeded
         attempt.plan(root, RESUMED, "", "smoke-1x1", bundle_of(root))
-    with pytest.raises(UsageError, match="LAUNCH-E092"):  # another bundle
+    with pytest.raises(UsageError, match="LAUNCH-E008"):  # another bundle: not this job's
         attempt.plan(root, EARLIER, "", "smoke-1x1", "0" * 64)
+    (folder(root, EARLIER) / "FAILED").write_text("phase=preflight\nexit_status=1\nsignal=none\n")
+    with pytest.raises(UsageError, match="LAUNCH-E092"):  # a check failed: not a stop
+        attempt.plan(root, EARLIER, "", "smoke-1x1", bundle_of(root))
     beat(folder(root, EARLIER), 5)
     with pytest.raises(UsageError, match="LAUNCH-E091"):
         attempt.plan(root, EARLIER, "", "smoke-1x1", bundle_of(root))

@@ -80,8 +80,9 @@ def _refuse_retry(root: Path, names: List[str], profile_name: str, bundle: str) 
                              f"alive ({heartbeat.describe(folder)}) — wait for it or stop that "
                              "job; a live run is never retried")
         if not _same_job(_run(folder), profile_name, bundle):
-            raise UsageError(f"(LAUNCH-E092) run folder {folder} exists and is not a run of this "
-                             f"job (profile {profile_name}, this bundle) — set a new RUN_ID")
+            raise UsageError(f"(LAUNCH-E008) run folder {folder} already exists and is not a run "
+                             f"of this job (profile {profile_name}, this bundle) — set a new "
+                             "RUN_ID; a run folder is never reused")
         if stop_of(folder, failed_fields(folder), success_text(folder) is not None) is None:
             raise UsageError(f"(LAUNCH-E092) run folder {folder} exists and was not stopped: "
                              f"{latest_verdict(folder).summary} — set a new RUN_ID; only a "

@@ -21,7 +21,7 @@ CATALOG = {
     "LAUNCH-E031": ("RESUME_FROM is not another run's RUN_ID", "Set RESUME_FROM to the RUN_ID of the preempted run (letters, digits, '.', '_', '-'), never to this run's own RUN_ID."),
     "LAUNCH-E090": ("HEARTBEAT_INTERVAL or HEARTBEAT_LEASE cannot be used", "Unset both (a beat every 30 s, lost after 120 s), or set whole seconds from 1 to 86400 with the lease at least twice the interval."),
     "LAUNCH-E091": ("the run folder exists and its launcher is alive (fresh heartbeat)", "Another launcher runs this RUN_ID now: wait for it, or stop that job; a live run is never retried or resumed."),
-    "LAUNCH-E092": ("the run folder exists and is not a stopped run of this job", "A retry becomes the next attempt (<RUN_ID>.2, ...) only when the existing run was preempted or lost with the same profile and bundle; this one succeeded, failed a check or is another job's: set a new RUN_ID."),
+    "LAUNCH-E092": ("the run folder holds this job's run, and it was not stopped", "A retry becomes the next attempt (<RUN_ID>.2, ...) only when every existing attempt was preempted or lost; one of them succeeded or failed a check (see make runs): set a new RUN_ID."),
     "LAUNCH-E093": ("every attempt name of this RUN_ID is taken", "At most 99 attempts (<RUN_ID>.2 .. <RUN_ID>.99) of one RUN_ID: set a new RUN_ID (and RESUME_FROM=<the newest attempt> to keep its steps)."),
     "LAUNCH-E013": ("postflight passed but wrote no SUCCESS", "This is a bug; verification.json holds the verdict."),
     "LAUNCH-E014": ("the installed bundle holds files SHA256SUMS does not list", "The bundle must be exactly SHA256SUMS (a dropped-in profile or module could replace pins or shadow code): move the listed paths out, or install into a new folder (make install-tools)."),
