@@ -273,3 +273,11 @@ def test_resume_from_auto_picks_the_newest_resumable_run_of_the_lineage_or_start
     assert notes == ["RESUME_FROM=auto: no resumable run of fresh-one with profile smoke-1x1: "
                      "starting fresh"]
     assert attempt.plan(root, f"{EARLIER}.2", "auto", "other-profile", bundle_of(root))[1] == ""
+
+
+def test_a_run_failed_by_its_records_is_not_running_whatever_its_heartbeat(root):
+    run = folder(root, EARLIER)
+    (run / "FAILED").unlink()
+    (run / "verification.json").write_text('{"status": "failed", "checks": []}')
+    beat(run, 5)  # a launcher that could not write its last beat (a full disk)
+    assert latest_verdict(run).status == "FAILED"

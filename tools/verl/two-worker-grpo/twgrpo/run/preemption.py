@@ -145,12 +145,13 @@ def refine(run_dir: Path, verdict: Any, failed: Optional[Dict[str, str]], has_su
     run_dir = Path(run_dir)
     state = heartbeat.liveness(run_dir, now)
     if state == "alive":
-        if failed is None and not has_success:
+        if verdict.status == "INCOMPLETE" and failed is None and not has_success:
             return dataclasses.replace(verdict, status="RUNNING", summary="RUNNING: its launcher "
                                        f"is alive, {heartbeat.describe(run_dir, now)}")
-        verdict.conflicts.append(f"{'FAILED' if failed is not None else 'a marker'} exists but the "
-                                 f"heartbeat is fresh ({heartbeat.describe(run_dir, now)}): the "
-                                 "launcher may still run; it is never resumed while it does")
+        if failed is not None:
+            verdict.conflicts.append(f"FAILED exists but the heartbeat is fresh "
+                                     f"({heartbeat.describe(run_dir, now)}): the launcher may "
+                                     "still run; it is never resumed while it does")
         return verdict
     stop = stop_of(run_dir, failed, has_success, now)
     if stop is None or (failed is not None and "problem" in failed):
