@@ -58,6 +58,20 @@ launch_and_kill() {  # launch_and_kill RUN_ID STEP: KILL the whole job after che
   wait "$pid" || true
 }
 
+# Ray ends a dead driver's actors by itself; the retry waits until the head's GPU is free again.
+wait_for_free_gpu() {
+  python3 - <<'PY' || die 1 "the killed job's Ray actors still hold the GPU after 120 s"
+import time
+import ray
+ray.init(address="auto", logging_level="ERROR")
+for _ in range(240):
+    if ray.available_resources().get("GPU", 0) >= 1:
+        raise SystemExit(0)
+    time.sleep(0.5)
+raise SystemExit(1)
+PY
+}
+
 verdict() {  # verdict RUN_ID: what the verifier says
   python3 -I -B "$STORAGE/tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py" report \
     --storage-root "$STORAGE" --run-id "$1" | head -1
@@ -85,6 +99,7 @@ main() {
   [[ ! -e "$runs/$run/FAILED" ]] || die 1 "the KILLed run has a FAILED marker: it was not killed whole"
   printf '%s: waiting %s s for the heartbeat lease to run out\n' "$PROG" $((LEASE + 2))
   sleep $((LEASE + 2))
+  wait_for_free_gpu
   t1=$(now)
   job "$run" || status=$?  # the platform's retry: the very same command
   t2=$(now)

@@ -39,8 +39,8 @@ kill_session() {  # kill_session SID
 }
 
 # The Driver command as a job of its own (a new session), in the background; sets JOB_SID.
-start_job() {  # start_job [VAR=value...]
-  setsid env "$@" bash -c "$(driver_command "$RUN_ID")" >"$BATS_TEST_TMPDIR/job.out" 2>&1 3>&- &
+start_job() {
+  setsid bash -c "$(driver_command "$RUN_ID")" >"$BATS_TEST_TMPDIR/job.out" 2>&1 3>&- &
   local pid=$!
   for _ in $(seq 120); do
     [[ -e "$STANDIN_DUMP" ]] && break
@@ -86,7 +86,7 @@ verify_runs() {
   assert_file_not_exist "$(run_dir spot)/FAILED"
   sleep 4  # the lease runs out
   verify_runs
-  assert_output --regexp "spot +.*PREEMPTED at step 1"
+  assert_output --regexp "spot +.*PREEMPTED \\(resumable from step 1\\)"
   launch
   assert_success
   assert_output --partial "this launch is the next attempt, spot.2"
@@ -100,7 +100,7 @@ verify_runs() {
   assert_file_not_exist "$(run_dir spot)/FAILED"  # the lost run is only read
   assert_equal "$(field spot.2 heartbeat.json state)" ended
   verify_runs
-  assert_output --regexp "spot +.*PREEMPTED at step 1 +-> spot.2"
+  assert_output --regexp "spot +.*PREEMPTED \\(resumable from step 1\\) +-> spot.2"
   assert_output --regexp "spot.2 +.*SUCCESS +<- spot@1"
 }
 

@@ -68,8 +68,8 @@ def test_the_real_preempted_run_is_preempted_resumable_from_step_1(root):
 def test_make_runs_shows_preempted_took_to_the_last_sign_of_life_and_lineage_both_ways(root, capsys):
     rows = runs_rows(root, capsys)
     assert rows[EARLIER].split("  smoke-1x1")[0].endswith("1 min 16 s")  # FAILED's time, not 3 s
-    assert f"PREEMPTED at step 1  -> {RESUMED}" in rows[EARLIER]
-    assert rows[RESUMED].endswith(f"SUCCESS              <- {EARLIER}@1")
+    assert f"PREEMPTED (resumable from step 1)  -> {RESUMED}" in rows[EARLIER]
+    assert rows[RESUMED].endswith(f"SUCCESS                            <- {EARLIER}@1")
 
 
 def test_a_stopped_run_without_a_checkpoint_stays_failed_and_says_so(root):

@@ -36,7 +36,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=95a886a31b2e549449e78ecdedb9fdd769ab2679f85133093355b8103b7331d4
+readonly BUNDLE_SUMS_SHA256=7ee88c8373eb5ead1334e788946992b8b9c09cf5fe32f849c75b998110f385bf
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too

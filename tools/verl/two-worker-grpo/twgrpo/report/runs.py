@@ -39,9 +39,9 @@ def run_row(run_dir: Path) -> Dict[str, str]:
 
 
 def _resumable(verdict) -> str:
-    """' from step K' for a PREEMPTED run (its summary names K)."""
+    """' (resumable from step K)' for a PREEMPTED run (its summary names K)."""
     match = re.search(r"resumable from step (\d+)", verdict.summary)
-    return f" at step {match.group(1)}" if verdict.status == "PREEMPTED" and match else ""
+    return f" (resumable from step {match.group(1)})" if verdict.status == "PREEMPTED" and match else ""
 
 
 def _parent(run) -> str:
