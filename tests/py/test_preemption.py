@@ -281,3 +281,13 @@ def test_a_run_failed_by_its_records_is_not_running_whatever_its_heartbeat(root)
     (run / "verification.json").write_text('{"status": "failed", "checks": []}')
     beat(run, 5)  # a launcher that could not write its last beat (a full disk)
     assert latest_verdict(run).status == "FAILED"
+
+
+def test_a_link_or_a_file_where_the_run_folder_would_be_is_never_retried(root, tmp_path):
+    runs = folder(root, EARLIER).parent
+    (runs / "linked").symlink_to(tmp_path / "elsewhere")
+    (runs / "plain").write_text("not a folder")
+    for name in ("linked", "plain"):
+        with pytest.raises(UsageError, match="LAUNCH-E008"):
+            attempt.plan(root, name, "", "smoke-1x1", bundle_of(root))
+    assert not (tmp_path / "elsewhere").exists()

@@ -36,7 +36,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS beside this file.
-readonly BUNDLE_SUMS_SHA256=7ee88c8373eb5ead1334e788946992b8b9c09cf5fe32f849c75b998110f385bf
+readonly BUNDLE_SUMS_SHA256=1113de4952631cc5fdbb3e3e4a7af6c65f19aa8032428bc5eaca5cb956e522ab
 readonly PROG=run-two-worker-grpo-v1
 readonly RUN_ID_FORM='^[A-Za-z0-9][A-Za-z0-9._-]*$'
 readonly MAX_RUN_ID=128  # the verifier's limit too

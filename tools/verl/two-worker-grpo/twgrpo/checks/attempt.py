@@ -96,6 +96,9 @@ def plan(storage_root: Path, run_id: str, resume_from: str, profile_name: str,
     notes: List[str] = []
     base = base_of(run_id)
     if (root / run_id).exists() or (root / run_id).is_symlink():
+        if (root / run_id).is_symlink() or not (root / run_id).is_dir():
+            raise UsageError(f"(LAUNCH-E008) run folder {root / run_id} already exists (not a "
+                             "folder, or a link) — set a new RUN_ID; a run folder is never reused")
         names = attempts(root, base)
         _refuse_retry(root, names, profile_name, bundle)
         free = [f"{base}.{n}" for n in range(2, MAX_ATTEMPT + 1)

@@ -8,12 +8,13 @@ from ..run.humane import duration, plural
 from .svg import text
 
 
-def steps_text(view) -> str:
-    """'2 GRPO steps', or '1 of 2 GRPO steps trained here (steps 2..2; 1 inherited from X)'."""
+def steps_text(view, word: str = "GRPO steps") -> str:
+    """'2 GRPO steps' for a fresh run that ended, or '1 step of 2 trained here (steps 2..2);
+    1 step inherited from X'."""
     target = view.profile.get("TARGET_STEPS", "?")
     lin = view.lineage
     if lin is None or (not lin.parent and view.verdict.status == "SUCCESS"):
-        return f"{target} GRPO steps"
+        return f"{target} {word}"
     if lin.trained is None:
         trained = "no step trained here"
     else:

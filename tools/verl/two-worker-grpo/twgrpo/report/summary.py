@@ -38,7 +38,7 @@ def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]
         lines.append(f"  failed    {view.failed_checks()}")
     lines.append(f"  profile   {view.profile_name}: "
                  f"{topology(p.get('NODES'), p.get('GPUS_PER_NODE'), p.get('GPU_MODEL'))}, "
-                 f"{lineage_page.steps_text(view)}, rollout {p.get('ROLLOUT_ENGINE', '?')}, "
+                 f"{lineage_page.steps_text(view, 'steps')}, rollout {p.get('ROLLOUT_ENGINE', '?')}, "
                  f"lr {number(_float(p.get('LEARNING_RATE')))}")
     lines.append(f"  started   {when(view.run.get('started_at'))} on {view.run.get('driver_host', '?')}, "
                  f"took {duration(view.took())}")
