@@ -291,3 +291,12 @@ def test_a_link_or_a_file_where_the_run_folder_would_be_is_never_retried(root, t
         with pytest.raises(UsageError, match="LAUNCH-E008"):
             attempt.plan(root, name, "", "smoke-1x1", bundle_of(root))
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_run_whose_launcher_was_killed_alone_is_preempted_by_the_watchdogs_failed(root):
+    run = folder(root, EARLIER)
+    (run / "FAILED").write_text("time=2026-12-02T18:22:09Z\nphase=training\nexit_status=unknown\n"
+                                "signal=unknown\ncause=the launcher ended without stopping phase\n")
+    verdict = latest_verdict(run)
+    assert verdict.status == "PREEMPTED"
+    assert "stopped when its launcher was killed" in verdict.summary
