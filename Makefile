@@ -9,20 +9,30 @@ MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
 
 ##@ Knobs (set on the command line, e.g. make verify-inputs PREP_ROOT=/mnt/my-volume)
 PREP_ROOT ?= /mnt/rlinf-reproduction# where THIS box mounts the shared volume (the tutorial's prep-box path)
-STORAGE_ROOT ?= /mnt/verl-reproduction# where the training JOB mounts the same volume (for pasted text only)
+STORAGE_ROOT ?= /mnt/verl-reproduction# where the training JOB mounts the same volume (pasted text, submit, rayjob)
 PROFILE ?=# a profile in tools/verl/two-worker-grpo/profiles/ (empty: tutorial-2x2-a100)
 RUN_ID ?=# the run to check afterwards, e.g. make postflight RUN_ID=exp-001
 REPORT_HTML ?=# make report: write the page here instead of report.html in the run folder
-FORCE ?=# FORCE=1 lets install-tools and pin-inputs replace files that differ
+FORCE ?=# FORCE=1 lets pin-inputs replace files that differ (installed bundle versions are never replaced)
 VERL_MIRROR ?=# prepare-inputs: clone verl from this URL or local path (default: the profile's)
 MODEL_SOURCE ?=# prepare-inputs: copy the model from this folder (default: ModelScope)
 GSM8K_SOURCE ?=# prepare-inputs: convert GSM8K from this folder (default: Hugging Face)
 SMOKE_ROOT ?= $(CURDIR)/.smoke# make smoke's self-contained storage root
 DEMO_ROOT ?= $(CURDIR)/.demo# make demo's scratch volume (made afresh on every run)
 PYTHON ?= python3# the Python that runs the tools (3.8 or newer, standard library only)
+RAY_ADDRESS ?=# submit, stop, logs: the head's job server, e.g. http://10.0.0.5:8265
+SAVE_FREQ ?=# submit: a checkpoint every N steps (empty: the profile's)
+RESUME_FROM ?=# submit: continue this preempted run's RUN_ID under the new RUN_ID
+JOB_ENV ?=# submit, rayjob: more job variables, e.g. JOB_ENV="KILL_GRACE=30 PROBE_TIMEOUT=300"
+SUBMIT_BUNDLE ?=# submit, rayjob: the bundle whose launcher and profiles to use (empty: this checkout's)
+RAYJOB_IMAGE ?= cr.infini-ai.com/infini-ai/verl:app-verl0.6-transformers4.56.1-sglang0.5.2-mcore0.13.0-te2.2# rayjob: the verl image of every pod
+RAYJOB_CLAIM ?= verl-reproduction# rayjob: the PersistentVolumeClaim of the shared volume
+RAYJOB_HEAD_GPUS ?=# rayjob: GPUs of the head pod (empty: the profile's GPUS_PER_NODE; 0: CPU-only head)
 
 VERIFY := $(PYTHON) -I -B tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py
 BUNDLE := $(PYTHON) prep/bundle.py
+SUBMIT := $(PYTHON) prep/submit.py
+JOB_VARS = --var SAVE_FREQ="$(SAVE_FREQ)" --var RESUME_FROM="$(RESUME_FROM)" $(foreach v,$(JOB_ENV),--var "$(v)")
 
 ##@ General
 .PHONY: help
@@ -37,21 +47,34 @@ pin-inputs: ## Write PREP_ROOT's input hashes into profiles/local.env (then make
 	$(PYTHON) prep/prepare-inputs.py pin --prep-root="$(PREP_ROOT)" --profile="$(PROFILE)" $(if $(FORCE),--force)
 verify-inputs: ## Check verl, model and data on PREP_ROOT against the profile's pins
 	$(VERIFY) inputs --profile="$(PROFILE)" --storage-root="$(PREP_ROOT)"
-verify-scripts: ## Compile every script (py_compile, bash -n, shellcheck) and check every hash
+verify-scripts: ## Compile every script (py_compile, bash -n) and check every hash; make test lints
 	$(BUNDLE) verify-scripts
 checksums: ## Regenerate runtime-env.json, checksums/SHA256SUMS and the launcher's pin
 	$(BUNDLE) checksums
-install-tools: ## Copy the bundle to PREP_ROOT/tools/verl/two-worker-grpo/ and verify it there
+install-tools: ## Copy the bundle to its own version folder under PREP_ROOT/tools/verl/two-worker-grpo/, verify it there
 	$(BUNDLE) install --prep-root="$(PREP_ROOT)" $(if $(FORCE),--force)
 driver-command: ## Print the Driver command to paste into the job form (the same for every run)
 	@$(BUNDLE) driver-command "$(STORAGE_ROOT)" --profile="$(PROFILE)" --ignored-run-id="$(RUN_ID)"
 runtime-env: ## Print the RuntimeEnv JSON to paste into the job form
 	@$(VERIFY) runtime-env --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)"
 
+##@ Submit: from the prep box to a Ray cluster's job server, or as a KubeRay RayJob
+.PHONY: submit stop logs rayjob
+submit: ## Submit the run RUN_ID to RAY_ADDRESS's job server, follow it, exit with its verdict
+	@$(SUBMIT) submit --address="$(RAY_ADDRESS)" --run-id="$(RUN_ID)" --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)" --prep-root="$(PREP_ROOT)" --bundle="$(SUBMIT_BUNDLE)" $(JOB_VARS)
+stop: ## Stop the submitted run RUN_ID (it leaves FAILED with signal=TERM)
+	@$(SUBMIT) stop --address="$(RAY_ADDRESS)" --run-id="$(RUN_ID)"
+logs: ## Print the submitted run RUN_ID's log so far and its status
+	@$(SUBMIT) logs --address="$(RAY_ADDRESS)" --run-id="$(RUN_ID)"
+rayjob: ## Print a KubeRay RayJob (ray.io/v1) that runs RUN_ID: kubectl apply -f -
+	@$(PYTHON) prep/rayjob.py --run-id="$(RUN_ID)" --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)" --image="$(RAYJOB_IMAGE)" --claim="$(RAYJOB_CLAIM)" --head-gpus="$(RAYJOB_HEAD_GPUS)" --bundle="$(SUBMIT_BUNDLE)" $(JOB_VARS)
+
 ##@ Afterwards: on the prep box
-.PHONY: postflight report runs
+.PHONY: postflight audit report runs
 postflight: ## Re-verify run RUN_ID from its files under PREP_ROOT
 	$(VERIFY) postflight --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)"
+audit: ## Re-check RUN_ID read-only: the same checks, nothing written (exit 3: checkpoint not here)
+	$(VERIFY) postflight --audit --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)"
 report: ## Write RUN_ID's report.html (verdict, topology, charts) and print its summary
 	@$(VERIFY) report --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)" $(if $(REPORT_HTML),--html="$(REPORT_HTML)")
 runs: ## List every run under PREP_ROOT: RUN_ID, start, duration, profile, verdict

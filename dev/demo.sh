@@ -95,12 +95,8 @@ moment_one() {
   say "Moment 1: on the prep box (here the scratch volume $vol)"
   step "the pinned verl commit is a clean checkout, every model and data byte matches SHA256SUMS, and the row counts match the profile" \
     make -s -C "$REPO" verify-inputs PREP_ROOT="$vol" PROFILE="$PROFILE"
-  if command -v shellcheck >/dev/null; then
-    step "every bundle script compiles and every file is hash-chained to the launcher's pin" \
-      make -s -C "$REPO" verify-scripts
-  else
-    printf '\n$ make verify-scripts\n  - skipped: it needs shellcheck (apt-get install shellcheck; make test installs it)\n'
-  fi
+  step "every bundle script compiles and every file is hash-chained to the launcher's pin" \
+    make -s -C "$REPO" verify-scripts
   step "the bundle landed on the volume and verifies there, as the job will see it" \
     make -s -C "$REPO" install-tools PREP_ROOT="$vol"
   step "this is the RuntimeEnv to paste: verl on PYTHONPATH, offline hubs, NCCL over Socket with RDMA off" \

@@ -113,11 +113,31 @@ def runtime_env(profile_name: str, storage: Path) -> dict:
     return {**env, **PLATFORM_ENV, "PYTHONPATH": ":".join(p for p in path if p)}
 
 
+# Folders each host mounts afresh in its own mount namespace (dev/netcluster.py): a SMOKE_ROOT
+# under one of them holds a storage the hosts cannot see.
+HOST_PRIVATE = ("/dev/shm", "/tmp/ray")
+
+
+def unseen_root(smoke_dir: Path) -> Optional[str]:
+    """Why the hosts cannot see SMOKE_ROOT, or None."""
+    real = os.path.realpath(smoke_dir)
+    for private in HOST_PRIVATE:
+        if real == private or real.startswith(private + "/"):
+            return (f"SMOKE_ROOT {smoke_dir} is under {private}, which every Ray host of the test "
+                    "cluster mounts afresh, so no host would see the storage there — set "
+                    "SMOKE_ROOT to a folder on a disk (the default is .smoke in the checkout)")
+    return None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("smoke_dir", type=Path)
     parser.add_argument("--profile", default="smoke-2x1")
     args = parser.parse_args(argv)
+    unseen = unseen_root(args.smoke_dir)
+    if unseen:
+        print(f"{PROG}: {unseen}", file=sys.stderr)
+        return 2
     try:
         profile = load_profile(args.profile)
     except UsageError as exc:
@@ -156,7 +176,8 @@ def main(argv=None) -> int:
     times["Ray hosts up"] = time.perf_counter() - started - times["inputs generated"]
     try:
         command = subprocess.run([sys.executable, str(REPO / "prep" / "bundle.py"), "driver-command",
-                                  str(storage), "--profile", args.profile, "--run-id", run_id],
+                                  str(storage), "--profile", args.profile, "--run-id", run_id,
+                                  "--bundle-dir", str(BUNDLE_REL)],
                                  capture_output=True, text=True, check=True).stdout
         started = time.perf_counter()
         out = cluster.driver(["bash", "-c", command], check=False, timeout=1500)

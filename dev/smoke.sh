@@ -121,7 +121,7 @@ main() {
   start_ray_head "$SMOKE_ROOT/ray-head.log" --num-gpus=1 ||
     die 2 "cannot start a Ray head (see $SMOKE_ROOT/ray-head.log) — is another Ray running here?"
   t2=$(now)
-  bash -c "$(python3 "$REPO/prep/bundle.py" driver-command "$storage" --profile "$PROFILE" --run-id "$run_id")" || status=$?
+  bash -c "$(python3 "$REPO/prep/bundle.py" driver-command "$storage" --profile "$PROFILE" --run-id "$run_id" --bundle-dir tools/verl/two-worker-grpo)" || status=$?
   t3=$(now)
   stop_ray_head
   t4=$(now)

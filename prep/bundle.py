@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Summary: Keep the bundle's hash chain: SHA256SUMS, the launcher's pin, install and checks.
 
-Usage: prep/bundle.py checksums | verify-scripts | install DEST [--force]
+Usage: prep/bundle.py checksums | verify-scripts | install (--prep-root ROOT | DEST [--force])
        prep/bundle.py driver-command STORAGE_ROOT [--profile NAME] [--run-id ID]
 
-The bundle is every file under tools/verl/two-worker-grpo/ plus runtime-env.json; installed,
-they sit flat in <storage>/tools/verl/two-worker-grpo/ beside SHA256SUMS. The launcher is
-pinned by the Driver command, SHA256SUMS by the launcher, and every other file by SHA256SUMS.
+The bundle is every file under tools/verl/two-worker-grpo/ plus runtime-env.json. Installed on
+a volume (--prep-root), each version sits in its own folder,
+<storage>/tools/verl/two-worker-grpo/bundle-<12 hex of the launcher's sha256>/, never
+overwritten, and LATEST names the newest; install DEST copies it flat into one folder (scratch
+volumes). The launcher is pinned by the Driver command, SHA256SUMS and the bundle checker by the
+launcher, and every other file by SHA256SUMS.
 Exit codes: 0 ok, 1 a check failed, 2 usage error.
 """
 from __future__ import annotations
@@ -33,7 +36,9 @@ DEFAULT_JOB_ROOT = "/mnt/verl-reproduction"
 sys.path.insert(0, str(BUNDLE))
 from twgrpo.formats import sums  # noqa: E402  (the one SHA256SUMS reader)
 
+CHECKER_NAME = "check-bundle-v1.py"
 PIN = re.compile(r"^readonly BUNDLE_SUMS_SHA256=[0-9a-f]{64}$", re.M)
+CHECKER_PIN = re.compile(r"^readonly BUNDLE_CHECK_SHA256=[0-9a-f]{64}$", re.M)
 SKIP_PARTS = {"__pycache__"}
 
 
@@ -63,10 +68,15 @@ def sums_text(files: Dict[str, Path]) -> str:
 
 
 def pin_launcher(launcher: Path, sums_sha: str) -> None:
+    """The launcher's two pins: SHA256SUMS beside it and the checker it runs first."""
     text = launcher.read_text(encoding="utf-8")
-    if not PIN.search(text):
-        raise SystemExit(f"bundle: {launcher} has no 'readonly BUNDLE_SUMS_SHA256=' line to pin")
-    launcher.write_text(PIN.sub(f"readonly BUNDLE_SUMS_SHA256={sums_sha}", text), encoding="utf-8")
+    for pattern, line in ((PIN, "readonly BUNDLE_SUMS_SHA256="), (CHECKER_PIN, "readonly BUNDLE_CHECK_SHA256=")):
+        if not pattern.search(text):
+            raise SystemExit(f"bundle: {launcher} has no '{line}' line to pin")
+    checker = sha256(launcher.parent / CHECKER_NAME)
+    text = PIN.sub(f"readonly BUNDLE_SUMS_SHA256={sums_sha}", text)
+    launcher.write_text(CHECKER_PIN.sub(f"readonly BUNDLE_CHECK_SHA256={checker}", text),
+                        encoding="utf-8")
 
 
 def generated_runtime_env() -> str:
@@ -103,11 +113,15 @@ def chain_problems(files: Dict[str, Path], sums_file: Path, launcher: Path) -> L
                             "— run `make checksums`")
     for name in sorted(set(listed) - set(files)):
         problems.append(f"{name}: listed in SHA256SUMS but missing — run `make checksums`")
-    match = PIN.search(launcher.read_text(encoding="utf-8"))
-    pinned = match.group(0).split("=")[1] if match else None
-    if pinned != sha256(sums_file):
-        problems.append(f"{launcher.name}: pins SHA256SUMS {pinned}, actual {sha256(sums_file)} "
-                        "— run `make checksums`")
+    text = launcher.read_text(encoding="utf-8")
+    for pattern, what, path in ((PIN, "SHA256SUMS", sums_file),
+                                (CHECKER_PIN, CHECKER_NAME, launcher.parent / CHECKER_NAME)):
+        match = pattern.search(text)
+        pinned = match.group(0).split("=")[1] if match else None
+        actual = sha256(path) if path.is_file() else "missing"
+        if pinned != actual:
+            problems.append(f"{launcher.name}: pins {what} {pinned}, actual {actual} "
+                            "— run `make checksums`")
     return problems
 
 
@@ -120,15 +134,10 @@ def compile_problems(files: List[Path]) -> List[str]:
                     py_compile.compile(str(path), cfile=os.path.join(scratch, "x.pyc"), doraise=True)
                 except py_compile.PyCompileError as exc:
                     problems.append(f"{path}: does not compile: {exc.msg.strip()}")
-            elif path.suffix == ".sh":
-                for tool in (["bash", "-n"], ["shellcheck", "-x"]):
-                    if not shutil.which(tool[0]):
-                        problems.append(f"{tool[0]} is not installed — `make test` installs it "
-                                        "(or apt-get install shellcheck)")
-                        continue
-                    out = subprocess.run([*tool, str(path)], capture_output=True, text=True)
-                    if out.returncode:
-                        problems.append(f"{path}: {' '.join(tool)} fails:\n{out.stdout}{out.stderr}")
+            elif path.suffix == ".sh":  # linting (shellcheck) is make test's job, not a prep box's
+                out = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+                if out.returncode:
+                    problems.append(f"{path}: bash -n fails:\n{out.stdout}{out.stderr}")
     return problems
 
 
@@ -168,60 +177,70 @@ def install_files(dest: Path, force: bool) -> bool:
     return True
 
 
-def cmd_install(args: argparse.Namespace) -> int:
-    if args.prep_root is not None:  # make install-tools: the volume must exist, never made here
-        if not Path(args.prep_root).is_dir():
-            print(f"install: PREP_ROOT {args.prep_root} is not a directory; nothing was created. "
-                  "Mount the shared volume and set PREP_ROOT= to its path on this box.",
-                  file=sys.stderr)
-            return 2
-        dest = Path(args.prep_root) / "tools" / "verl" / "two-worker-grpo"
-    elif args.dest:
-        dest = Path(args.dest)
+BUNDLES_REL = "tools/verl/two-worker-grpo"  # versions live in <root>/BUNDLES_REL/<version>/
+VERSION = re.compile(r"^bundle-[0-9a-f]{12}$")
+
+
+def version_of(launcher: Path) -> str:
+    """A bundle's version: from the launcher's sha256, which pins every other file."""
+    return f"bundle-{sha256(launcher)[:12]}"
+
+
+def verify_installed(folder: Path) -> int:
+    return subprocess.run(["bash", str(folder / LAUNCHER_NAME), "--verify-bundle"]).returncode
+
+
+def install_version(root: Path, staged: Path) -> int:
+    """Move a complete bundle folder (staged, on the same volume) to its version folder under
+    root, never replacing one: an installed version stays as it is, so every Driver command
+    pasted for it, and every resume of its runs, keeps working. LATEST names the newest."""
+    parent = root / BUNDLES_REL
+    version = version_of(staged / LAUNCHER_NAME)
+    target = parent / version
+    if target.exists() or target.is_symlink():
+        shutil.rmtree(staged)
+        if verify_installed(target) != 0:
+            print(f"install: (LAUNCH-E050) {target} differs from its own SHA256SUMS (see above); an "
+                  "installed version is never overwritten — move that folder away, then install "
+                  "again", file=sys.stderr)
+            return 1
+        print(f"install: {version} is already installed in {target}; nothing was changed")
     else:
+        os.rename(staged, target)
+        print(f"install: {version} installed in {target}")
+        if verify_installed(target) != 0:
+            return 1
+    latest = parent / ".LATEST.installing"
+    latest.write_text(version + "\n", encoding="utf-8")
+    os.replace(latest, parent / "LATEST")
+    print(f"install: the Driver command for it: make driver-command (it runs {version})")
+    return 0
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    if args.prep_root is None and not args.dest:
         print("install: name the volume: --prep-root ROOT (make install-tools PREP_ROOT=...)",
+              file=sys.stderr)
+        return 2
+    if args.prep_root is not None and not Path(args.prep_root).is_dir():
+        # make install-tools: the volume must exist, never made here
+        print(f"install: PREP_ROOT {args.prep_root} is not a directory; nothing was created. "
+              "Mount the shared volume and set PREP_ROOT= to its path on this box.",
               file=sys.stderr)
         return 2
     problems = chain_problems(repo_files(), SUMS, BUNDLE / LAUNCHER_NAME)
     if problems:
         print("install: the repo's hash chain is stale:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 1
-    if not install_files(dest, args.force):
-        return 1
-    return subprocess.run(["bash", str(dest / LAUNCHER_NAME), "--verify-bundle"]).returncode
-
-
-def cmd_driver_command(args: argparse.Namespace) -> int:
-    root = args.storage_root.rstrip("/") or "/"
-    for value, name in ((root, "STORAGE_ROOT"), (args.profile, "PROFILE"), (args.run_id, "RUN_ID")):
-        if value and not re.match(r"^[A-Za-z0-9/._-]+$", value):
-            print(f"driver-command: {name}={value!r} holds characters a job form would mangle; "
-                  "use letters, digits, '/', '.', '_' and '-'", file=sys.stderr)
-            return 2
-    profiles = Path(args.launcher).parent / "profiles"
-    if args.profile and not (profiles / f"{args.profile}.env").is_file():
-        known = ", ".join(sorted(p.stem for p in profiles.glob("*.env")))
-        print(f"driver-command: PROFILE={args.profile} is not a profile of the bundle; set PROFILE= "
-              f"to one of: {known}", file=sys.stderr)
-        return 2
-    if args.ignored_run_id:
-        print(f"driver-command: RUN_ID={args.ignored_run_id} is left out: the Driver command is the "
-              "same for every run; put RUN_ID=<a new name> in the job form's environment "
-              "variables instead", file=sys.stderr)
-    lines = ["set -euo pipefail",
-             "# The job's environment variables: RUN_ID=<a new name> (required); SAVE_FREQ=<N> saves",
-             "# a checkpoint every N steps; RESUME_FROM=<a preempted run's RUN_ID> continues that run",
-             "# from its latest complete checkpoint (under the new RUN_ID).",
-             f"export STORAGE_ROOT={root}"]
-    if args.profile:
-        lines.append(f"export PROFILE={args.profile}")
-    if args.run_id:
-        lines.append(f"export RUN_ID={args.run_id}")
-    lines += ['launcher="$STORAGE_ROOT/tools/verl/two-worker-grpo/run-two-worker-grpo-v1.sh"',
-              f'echo "{sha256(Path(args.launcher))}  $launcher" | sha256sum --check --strict -',
-              'exec bash "$launcher"']
-    print("\n".join(lines))
-    return 0
+    if args.dest:  # one exact folder, flat (make smoke's and the tests' scratch volumes)
+        if not install_files(Path(args.dest), args.force):
+            return 1
+        return verify_installed(Path(args.dest))
+    parent = Path(args.prep_root) / BUNDLES_REL
+    parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=".installing-", dir=parent))
+    install_files(staged, force=True)
+    return install_version(Path(args.prep_root), staged)
 
 
 def main(argv=None) -> int:
@@ -240,7 +259,12 @@ def main(argv=None) -> int:
     p.add_argument("--ignored-run-id", default="", help="a RUN_ID make was given: say why it is left out")
     p.add_argument("--launcher", default=str(BUNDLE / LAUNCHER_NAME),
                    help="the launcher whose sha256 to pin (default: this checkout's)")
+    p.add_argument("--bundle-dir", default="",
+                   help="the installed folder relative to STORAGE_ROOT, for a flat install "
+                        "(default: the launcher's version folder)")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(REPO))
+    from prep.driver_command import cmd_driver_command
     handlers = {"checksums": cmd_checksums, "verify-scripts": cmd_verify_scripts,
                 "install": cmd_install, "driver-command": cmd_driver_command}
     return handlers[args.command](args)

@@ -17,7 +17,7 @@ setup() {
   assert_success
   assert_output --partial "inputs: PASSED (8 checks)"
   assert_output --partial "install: "
-  assert_output --partial 'exec bash "$launcher"'
+  assert_output --partial 'exec /usr/bin/env bash --noprofile --norc -p "$launcher"'
   assert_output --partial "postflight: PASSED (10 checks)"
   assert_output --partial "(POST-E022)"
   assert_line "run $run_id: SUCCESS: every check of every phase passed"
@@ -25,7 +25,7 @@ setup() {
   assert_output --partial "✓ every run on the volume with its latest verdict"
   refute_output --partial "Traceback"
   assert_file_exist "$root/volume/runs/verl/two-worker-grpo/$run_id/report.html"
-  assert_file_exist "$root/volume/tools/verl/two-worker-grpo/run-two-worker-grpo-v1.sh"
+  assert_exist "$root"/volume/tools/verl/two-worker-grpo/bundle-*/run-two-worker-grpo-v1.sh
 }
 
 @test "make demo starts afresh over its own earlier volume" {

@@ -219,3 +219,23 @@ fill_disk() {  # fill_disk DIR: until the file system is full, to the last byte
   assert_not_exist "$BATS_TEST_TMPDIR/victim"
   assert_not_exist "$dir/SUCCESS"
 }
+
+@test "a launcher KILLed between two phases leaves FAILED: ended without a verdict, with its phase" {
+  local dir=$BATS_TEST_TMPDIR/run
+  mkdir -p "$dir"
+  : >"$dir/driver.log"
+  # The launcher between its inputs and preflight phases (phase environment), KILLed there.
+  run bash -c 'source "$1"; RUN_DIR=$2 RUN_ID=exp-001 WORK=$(mktemp -d); set_phase environment
+    start_watchdog; kill -KILL $$' _ "$BUNDLE/run-two-worker-grpo-v1.sh" "$dir"
+  for _ in $(seq 20); do
+    [[ -e "$dir/FAILED" ]] && break
+    sleep 0.5
+  done
+  run cat "$dir/FAILED"
+  assert_line "phase=environment"
+  assert_line "signal=unknown"
+  assert_line "ended_without_verdict=1"
+  assert_line --partial "cause=ended without a verdict: the launcher (pid"
+  run cat "$dir/driver.log"
+  assert_output --partial "(LAUNCH-E020) ended without a verdict"
+}

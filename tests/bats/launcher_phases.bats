@@ -161,6 +161,70 @@ PY
   assert_file_exist "$(run_dir "$RUN_ID")/preflight.json"
 }
 
+# The launcher's whole process group gets the signal (tee included), as coreutils timeout, a
+# container stop or `ray job stop` send it, and a second TERM follows at once.
+signal_group_twice() {  # signal_group_twice TARGET_PID: TERM to its process group, twice
+  kill -TERM -- "-$1"
+  kill -TERM -- "-$1" 2>/dev/null || true
+}
+
+@test "TERM twice to the launcher's whole process group: tee survives, FAILED says TERM, exit 143" {
+  export STANDIN_MODE=sleep
+  start_launcher >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  local job=$! pid
+  for _ in $(seq 120); do
+    [[ -e "$STANDIN_DUMP" && -s "$SESSION_FILE" ]] && break
+    sleep 0.5
+  done
+  pid=$(<"$SESSION_FILE")
+  signal_group_twice "$pid"
+  local ended=0
+  wait "$job" || ended=$?
+  assert_equal "$ended" 143
+  assert_equal "$(failed_field phase)" training
+  assert_equal "$(failed_field signal)" TERM
+  run grep -c "FAILED in phase training (exit status 143, signal TERM)" "$(run_dir "$RUN_ID")/driver.log"
+  assert_output 1  # tee was alive to write the last line
+  run pgrep -f "experiment_name=$RUN_ID "
+  assert_failure
+}
+
+@test "TERM through coreutils timeout: FAILED records TERM, not unknown" {
+  export STANDIN_MODE=sleep
+  setsid timeout 600 bash -c "$(driver_command "$RUN_ID")" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  local job=$!
+  for _ in $(seq 120); do
+    [[ -e "$STANDIN_DUMP" ]] && break
+    sleep 0.5
+  done
+  kill -TERM "$job"  # timeout passes it on to the launcher and to its whole process group
+  wait "$job" || true
+  assert_equal "$(failed_field signal)" TERM
+  assert_equal "$(failed_field phase)" training
+  run grep -c "ended_without_verdict" "$(run_dir "$RUN_ID")/FAILED"
+  assert_output 0
+}
+
+@test "a tee that died cannot take the launcher down: a later TERM still writes FAILED with TERM" {
+  export STANDIN_MODE=sleep
+  start_launcher >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+  local job=$! pid tee
+  for _ in $(seq 120); do
+    [[ -e "$STANDIN_DUMP" && -s "$SESSION_FILE" ]] && break
+    sleep 0.5
+  done
+  pid=$(<"$SESSION_FILE")
+  tee=$(pgrep -s "$pid" -f "^tee -a $(run_dir "$RUN_ID")/driver.log")
+  kill -KILL "$tee"
+  sleep 1
+  kill -TERM "$pid"
+  local ended=0
+  wait "$job" || ended=$?
+  assert_equal "$ended" 143  # not 141: the launcher's writes to the dead pipe do not kill it
+  assert_equal "$(failed_field signal)" TERM
+  assert_equal "$(failed_field phase)" training
+}
+
 @test "SIGINT during training leaves FAILED with signal=INT" {
   export STANDIN_MODE=sleep
   launch_and_signal "$STANDIN_DUMP" INT

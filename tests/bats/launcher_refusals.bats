@@ -127,11 +127,36 @@ assert_nothing_written() {
 @test "launcher refuses to start when a required command is missing" {
   mkdir "$BATS_TEST_TMPDIR/bin"
   local cmd
-  for cmd in bash python3 sha256sum tee mkdir date dirname sed; do
+  for cmd in bash python3 tee mkdir date dirname sed; do
     ln -s "$(command -v "$cmd")" "$BATS_TEST_TMPDIR/bin/$cmd"
   done
   PATH=$BATS_TEST_TMPDIR/bin launch
   assert_failure 2
-  assert_output --partial "(LAUNCH-E001) 'git' is not on PATH"
+  assert_output --partial "(LAUNCH-E001) 'ln' is not on PATH"
+  assert_nothing_written
+}
+
+@test "launcher checks every job variable before it writes anything, each with its id" {
+  local pair
+  for pair in "PROBE_TIMEOUT=abc LAUNCH-E040" "PROBE_TIMEOUT=nan LAUNCH-E040" "PROBE_TIMEOUT=inf LAUNCH-E040" \
+      "PROBE_TIMEOUT=-1 LAUNCH-E040" "PROBE_TIMEOUT=0 LAUNCH-E040" "TMPDIR=/nonexistent LAUNCH-E041" \
+      "STORAGE_ROOT=relative/vol LAUNCH-E042" "STORAGE_ROOT=-dash LAUNCH-E042" \
+      "STORAGE_ROOT=$STORAGE,x LAUNCH-E043" "TRACE=yes LAUNCH-E049"; do
+    run env "${pair% *}" bash "$BUNDLE/run-two-worker-grpo-v1.sh"
+    assert_failure 2
+    assert_output --partial "(${pair##* })"
+    refute_output --partial "Traceback"
+    assert_nothing_written
+  done
+}
+
+@test "a profile value that is not a number stops the launcher before it writes anything" {
+  sed -i 's/^LEARNING_RATE=.*/LEARNING_RATE=-e+./' "$BUNDLE/profiles/test-fixture.env"
+  "$VENV/bin/python" -c 'import sys; sys.path.insert(0, sys.argv[1]); from dev.sandbox import repin; from pathlib import Path; repin(Path(sys.argv[2]))' "$REPO" "$BUNDLE"
+  BEFORE=$(tree_state "$STORAGE")
+  launch
+  assert_failure 2
+  assert_output --partial "LEARNING_RATE='-e+.' is not a valid actor learning rate"
+  assert_output --partial "(LAUNCH-E009) profile 'test-fixture' cannot be used"
   assert_nothing_written
 }

@@ -87,6 +87,23 @@ lineage() {  # lineage RUN FIELD: a field of run.json's resume record
   assert_output 1
 }
 
+@test "a newer bundle installed beside the earlier run's: its Driver command still resumes it; the newer one names the earlier version" {
+  local b=$BATS_TEST_TMPDIR/repo-b profiles=tools/verl/two-worker-grpo/profiles
+  copy_repo "$b"
+  cp "$BUNDLE/profiles/test-fixture.env" "$b/$profiles/"
+  sed 's/^PROFILE_NAME=.*/PROFILE_NAME=other/' "$BUNDLE/profiles/test-fixture.env" >"$b/$profiles/other.env"
+  make -s -C "$b" checksums >/dev/null
+  make -s -C "$b" install-tools PREP_ROOT="$STORAGE" >/dev/null
+  launch  # the command pasted for the earlier run's bundle
+  assert_success
+  assert_output --partial "SUCCESS spot-2"
+  # the newer bundle's command refuses to resume it, naming the bundle version it used
+  RUN_ID=spot-3 run bash -c "$(make -s -C "$b" driver-command STORAGE_ROOT="$STORAGE" PROFILE=test-fixture)"
+  assert_failure 1
+  assert_output --partial "(RES-E005)"
+  assert_earlier_untouched
+}
+
 @test "a preempted run resumes under a new RUN_ID to SUCCESS and the earlier run is only read" {
   launch
   assert_success

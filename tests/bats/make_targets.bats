@@ -37,6 +37,24 @@ setup() {
   assert_success
 }
 
+@test "make runtime-env puts the rollout adapter on PYTHONPATH for a ROLLOUT_ENGINE=hf profile" {
+  run make -s -C "$REPO" runtime-env PROFILE=smoke-1x1 STORAGE_ROOT=/mnt/volume
+  assert_success
+  run python3 -c 'import json, sys; print(json.loads(sys.argv[1])["env_vars"]["PYTHONPATH"])' "$output"
+  assert_output "/mnt/volume/code/verl/999af4135fcd9518fa40f62bbea21b5cf568a3e3:/mnt/volume/tools/verl/two-worker-grpo/rollout"
+}
+
+@test "make rayjob prints a RayJob for RUN_ID with the image knob, and refuses a missing RUN_ID" {
+  run make -s -C "$REPO" rayjob RUN_ID=exp-9 RAYJOB_IMAGE=registry.example/verl:0.6
+  assert_success
+  assert_line "apiVersion: \"ray.io/v1\""
+  assert_line "  jobId: \"exp-9\""
+  assert_line --partial "image: \"registry.example/verl:0.6\""
+  run make -s -C "$REPO" rayjob
+  assert_failure
+  assert_line --index 0 --partial "rayjob: (SUB-E012) no RUN_ID given"
+}
+
 @test "make driver-command pins the current launcher and exports the job's settings, never RUN_ID" {
   run make -s -C "$REPO" driver-command STORAGE_ROOT=/mnt/volume PROFILE=smoke-1x1 RUN_ID=exp-9
   assert_success
@@ -48,7 +66,8 @@ setup() {
   assert_line --partial "RESUME_FROM=<a preempted run's RUN_ID> continues that run"
   local sha
   sha=$(sha256sum "$REPO/$LAUNCHER_REL" | cut -d' ' -f1)
-  assert_line "echo \"$sha  \$launcher\" | sha256sum --check --strict -"
+  assert_line "b=\$STORAGE_ROOT/tools/verl/two-worker-grpo v=bundle-${sha:0:12}; launcher=\$b/\$v/run-two-worker-grpo-v1.sh"
+  assert_line --partial "\"$sha \"*) echo \"driver: \$launcher verified (bundle \$v)\""
   run make -s -C "$REPO" driver-command 'STORAGE_ROOT=/mnt/my volume'
   assert_failure
   assert_output --partial "holds characters a job form would mangle"
@@ -59,7 +78,7 @@ setup() {
   assert_failure
   assert_output --partial "PROFILE=typo is not a profile of the bundle; set PROFILE= to one of: "
   assert_output --partial "smoke-1x1"
-  refute_output --partial "sha256sum --check"
+  refute_output --partial "sha256sum"
 }
 
 @test "make verify-scripts passes on this checkout: every pin is current" {
@@ -83,15 +102,20 @@ setup() {
   [[ "$(sha256sum "$repo/$LAUNCHER_REL" | cut -d' ' -f1)" != "$before" ]]
 }
 
-@test "make install-tools copies the bundle and verifies it where it landed" {
+@test "make install-tools copies the bundle into its version folder and verifies it there" {
   mkdir "$BATS_TEST_TMPDIR/vol"
+  local version dest
+  version=bundle-$(sha256sum "$REPO/$LAUNCHER_REL" | cut -c1-12)
+  dest=$BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo/$version
   run make -s -C "$REPO" install-tools PREP_ROOT="$BATS_TEST_TMPDIR/vol"
   assert_success
-  assert_output --partial "bundle $BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo verified"
-  assert_file_executable "$BATS_TEST_TMPDIR/vol/$LAUNCHER_REL"
-  assert_file_exist "$BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo/runtime-env.json"
+  assert_output --partial "bundle $dest verified"
+  assert_file_executable "$dest/run-two-worker-grpo-v1.sh"
+  assert_file_exist "$dest/runtime-env.json"
+  assert_equal "$(cat "$BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo/LATEST")" "$version"
   run make -s -C "$REPO" install-tools PREP_ROOT="$BATS_TEST_TMPDIR/vol"
   assert_success  # installing the same version again changes nothing
+  assert_output --partial "$version is already installed"
 }
 
 @test "make install-tools names PREP_ROOT and creates nothing when the volume is not mounted" {
@@ -101,20 +125,23 @@ setup() {
   assert_not_exist "$BATS_TEST_TMPDIR/not-mounted"
 }
 
-@test "make install-tools never replaces a differing file unless FORCE=1" {
-  local dest=$BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo
+@test "make install-tools never overwrites an installed version, even one changed by hand" {
+  local dest
+  dest=$BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo/bundle-$(sha256sum "$REPO/$LAUNCHER_REL" | cut -c1-12)
   mkdir "$BATS_TEST_TMPDIR/vol"
   make -s -C "$REPO" install-tools PREP_ROOT="$BATS_TEST_TMPDIR/vol" >/dev/null
   echo "# an older version" >>"$dest/profiles/tutorial-2x2-a100.env"
   local before
   before=$(tree_state "$dest")
-  run make -s -C "$REPO" install-tools PREP_ROOT="$BATS_TEST_TMPDIR/vol"
-  assert_failure
-  assert_output --partial "holds other versions of 1 files (profiles/tutorial-2x2-a100.env); nothing was changed"
-  assert_equal "$(tree_state "$dest")" "$before"
-  run make -s -C "$REPO" install-tools PREP_ROOT="$BATS_TEST_TMPDIR/vol" FORCE=1
-  assert_success
-  assert_output --partial "verified"
+  for force in "" 1; do
+    run make -s -C "$REPO" install-tools PREP_ROOT="$BATS_TEST_TMPDIR/vol" FORCE=$force
+    assert_failure
+    assert_output --partial "(LAUNCH-E012) profiles/tutorial-2x2-a100.env: sha256 expected"
+    assert_output --partial "(LAUNCH-E050) $dest differs from its own SHA256SUMS (see above); an installed version is never overwritten"
+    assert_equal "$(tree_state "$dest")" "$before"
+  done
+  run find "$BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo" -maxdepth 1 -name '.installing-*'
+  assert_output ""
 }
 
 @test "make verify-inputs passes on a prepared storage root and names a planted fault" {
@@ -216,7 +243,7 @@ setup() {
   run unshare --mount --pid --fork --mount-proc \
     bash -c 'mount -t tmpfs tmpfs /tmp/ray && exec bash -c "$1"' _ "$command"
   assert_failure 1
-  assert_output --partial "$LAUNCHER_REL: OK"
+  assert_output --regexp "driver: $STORAGE/tools/verl/two-worker-grpo/bundle-[0-9a-f]{12}/run-two-worker-grpo-v1.sh verified"
   assert_output --partial "inputs: PASSED (8 checks)"
   assert_output --partial "(PRE-E011) ray.init(address='auto') failed"
   run cat "$STORAGE/runs/verl/two-worker-grpo/pasted/FAILED"

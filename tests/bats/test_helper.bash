@@ -46,7 +46,7 @@ gpus_csv() {  # gpus_csv FILE COUNT [MODEL] [DRIVER]: the nvidia-smi stub's tabl
 # The Driver command for the sandbox's installed bundle, as make driver-command prints it.
 driver_command() {  # driver_command RUN_ID
   "$VENV/bin/python" "$REPO/prep/bundle.py" driver-command "$STORAGE" --profile "$PROFILE" \
-    --run-id "$1" --launcher "$BUNDLE/run-two-worker-grpo-v1.sh"
+    --run-id "$1" --launcher "$BUNDLE/run-two-worker-grpo-v1.sh" --bundle-dir "${BUNDLE#"$STORAGE"/}"
 }
 
 run_dir() { echo "$STORAGE/runs/verl/two-worker-grpo/$1"; }

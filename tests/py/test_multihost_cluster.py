@@ -319,7 +319,8 @@ def driver_command(cluster, run_id):
     launcher = cluster.storage / BUNDLE_REL / "run-two-worker-grpo-v1.sh"
     return subprocess.run([sys.executable, str(REPO / "prep/bundle.py"), "driver-command",
                            str(cluster.storage), "--profile", "test-fixture", "--run-id", run_id,
-                           "--launcher", str(launcher)], capture_output=True, text=True,
+                           "--launcher", str(launcher), "--bundle-dir", str(BUNDLE_REL)],
+                          capture_output=True, text=True,
                           check=True).stdout
 
 

@@ -110,3 +110,12 @@ def test_the_profile_is_two_hosts_of_one_gpu_with_dividing_batches():
     assert sizes.check_batch_sizes(profile) == []
     differing = {k for k in base.values if base.values[k] != profile.values[k]}
     assert differing == {"PROFILE_NAME", "NODES"}  # the same generated inputs and pins
+
+
+@pytest.mark.parametrize("root", ["/dev/shm/smoke-x", "/tmp/ray/smoke-x"])
+def test_a_smoke_root_the_hosts_cannot_see_is_refused_with_one_line(root, capsys):
+    assert smoke.main([root]) == 2
+    err = capsys.readouterr().err
+    assert f"SMOKE_ROOT {root} is under /{root.split('/')[1]}/{root.split('/')[2]}" in err
+    assert "set SMOKE_ROOT to a folder on a disk" in err
+    assert not os.path.exists(root)

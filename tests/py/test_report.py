@@ -191,11 +191,11 @@ def test_charts_stay_bounded_on_a_long_run(run, capsys):
     assert "step 5000: 1" in text
 
 
-def test_values_past_the_readers_memory_bound_are_a_finding_not_a_silent_cut(run, capsys, monkeypatch):
+def test_tags_past_the_readers_memory_bound_are_a_finding_not_a_silent_cut(run, capsys, monkeypatch):
     from twgrpo.formats import tfevents
-    monkeypatch.setattr(tfevents, "MAX_VALUES", 10)
+    monkeypatch.setattr(tfevents, "MAX_TAGS", 3)
     _, out, text = report(run, capsys)
-    assert "(RPT-E005)" in out and "were not read: the charts end early" in text
+    assert "(RPT-E005)" in out and "not read: their tags came after the first 3" in text
 
 
 @pytest.mark.parametrize("marker, verification, status, conflict", [

@@ -249,7 +249,10 @@ def test_the_bundle_tools_read_sums_with_the_same_parser(tmp_path):
     sums_file.write_text(f"{hashing.sha256_file(files['a.py'])}  a.py\n"
                          f"{'0' * 64}  ../escape.py\nbroken line\n")
     launcher = tmp_path / "launcher.sh"
-    launcher.write_text(f"readonly BUNDLE_SUMS_SHA256={hashing.sha256_file(sums_file)}\n")
+    checker = tmp_path / bundle.CHECKER_NAME
+    checker.write_text("pass\n")
+    launcher.write_text(f"readonly BUNDLE_SUMS_SHA256={hashing.sha256_file(sums_file)}\n"
+                        f"readonly BUNDLE_CHECK_SHA256={hashing.sha256_file(checker)}\n")
     problems = bundle.chain_problems(files, sums_file, launcher)
     assert any("climbs out of the folder" in p for p in problems), problems
     assert any("is not '<sha256>  <name>'" in p for p in problems), problems

@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --run-id instead of --output-dir: the volume's mount path here")
     p.add_argument("--training-log", type=Path, help="default: <output-dir>/training.log")
     p.add_argument("--world-size", type=int)
+    p.add_argument("--audit", action="store_true", help="the same checks, nothing written, no "
+                   "marker moved: for a read-only mount or a copy (exit 3: checkpoint not here)")
 
     p = sub.add_parser("report", parents=[common], help="human summary of a run folder")
     p.add_argument("--output-dir", type=Path, help="the run folder")
@@ -80,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--storage-root", type=Path, required=True)
         p.add_argument("--run-id", required=True)
 
+    sub.add_parser("request", help="check the job's variables, profile and volume; print the "
+                   "launcher's settings (launcher)")
+
     p = sub.add_parser("runtime-env", parents=[common], help="print the RuntimeEnv JSON to paste")
     p.add_argument("--storage-root", type=Path, required=True)
 
@@ -87,7 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--storage-root", type=Path, required=True)
     p.add_argument("--run-id", required=True)
     p.add_argument("--bundle-sums-sha256", required=True)
-    p.add_argument("--launcher-sha256", required=True)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--launcher", help="the launcher's path: its sha256 is recorded")
+    which.add_argument("--launcher-sha256")
     p.add_argument("--save-freq", type=int, help="checkpoint every N steps (default: the profile's)")
 
     p = sub.add_parser("resume", parents=[common], help="check the run to resume from and record "
@@ -153,8 +160,9 @@ HANDLERS = {"inputs": inputs.main, "preflight": preflight.main, "postflight": po
             "report": summary.main, "runs": list_runs, "paths": launch.paths, "env": launch.env,
             "command": launch.training_command, "runtime-env": launch.runtime_env,
             "record-run": launch.record_run, "catalog": print_catalog,
-            "resume": launch.resume, "heartbeat": launch.heartbeat, "attempt": launch.attempt}
-NO_PROFILE = ("catalog", "runs", "heartbeat")  # phases that judge no single run
+            "resume": launch.resume, "request": launch.check_request,
+            "heartbeat": launch.heartbeat, "attempt": launch.attempt}
+NO_PROFILE = ("catalog", "runs", "request", "heartbeat")  # phases that judge no single run
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -9,11 +9,14 @@ import os
 import platform
 import socket
 import sys
-from typing import List
+from pathlib import Path
+from typing import List, Optional
 
+from .checks import request
+from .formats.hashing import sha256_file
 from .run import command
 from .run.findings import UsageError, utc_now
-from .run.profile import Profile, with_overrides
+from .run.profile import BUNDLE_DIR, Profile, with_overrides
 from .run.records import write_json
 from .run.runfolder import refuse_symlinked
 from .run.runpaths import recorded_profile, run_dir
@@ -76,14 +79,29 @@ def runtime_env(args: argparse.Namespace, profile: Profile) -> int:
 
 def record_run(args: argparse.Namespace, profile: Profile) -> int:
     profile = with_overrides(profile, SAVE_FREQ=args.save_freq)
+    if args.launcher:
+        args.launcher_sha256 = sha256_file(Path(args.launcher))
     write_json(refuse_symlinked(run_dir(args.storage_root, args.run_id)) / "run.json", {
         "run_id": args.run_id, "started_at": utc_now(), "storage_root": str(args.storage_root),
         "profile": profile.to_json(), "bundle_sums_sha256": args.bundle_sums_sha256,
-        "launcher_sha256": args.launcher_sha256, "driver_host": socket.gethostname(),
+        "launcher_sha256": args.launcher_sha256, "bundle_version": bundle_version(args.launcher_sha256),
+        "bundle_dir": str(BUNDLE_DIR), "driver_host": socket.gethostname(),
         "driver_pid": os.getppid(),  # the launcher: a resume checks that it is gone
         "python": platform.python_version(),
+        "job_environment": request.job_environment(os.environ, sys.executable),
         "training_command": command.training_command(profile, args.storage_root, args.run_id)})
     return 0
+
+
+def bundle_version(launcher_sha256: str) -> str:
+    """The bundle's version: its folder's name on the volume (install), from the launcher's hash,
+    which pins every other file of the bundle."""
+    return f"bundle-{launcher_sha256[:12]}"
+
+
+def check_request(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+    """Every job variable, the profile and the volume, before the launcher writes anything."""
+    return request.main(os.environ)
 
 
 def heartbeat(args: argparse.Namespace, profile: Profile) -> int:

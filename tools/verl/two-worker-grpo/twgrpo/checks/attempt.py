@@ -13,15 +13,18 @@ without its attempt suffix, and its attempts) and profile, or starts fresh and s
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from ..formats import bounded
 from ..run import heartbeat
 from ..run.findings import UsageError
 from ..run.humane import parse_time
 from ..run.preemption import stop_of
+from ..run.profile import load_profile
 from ..run.runpaths import run_dir
 from ..run.runverdict import failed_fields, latest_verdict, success_text
 
@@ -129,3 +132,52 @@ def plan(storage_root: Path, run_id: str, resume_from: str, profile_name: str,
     notes.append(f"RESUME_FROM=auto: no resumable run of {base} with profile {profile_name}: "
                  "starting fresh")
     return run_id, "", notes
+
+
+# --- the launcher's request check (request.py): heartbeat timing, attempt, RESUME_FROM=auto ---
+
+DEFAULT_INTERVAL, DEFAULT_LEASE = "30", "120"
+
+
+def heartbeat_problems(env: Mapping[str, str]) -> List[str]:
+    interval = env.get("HEARTBEAT_INTERVAL") or DEFAULT_INTERVAL
+    lease = env.get("HEARTBEAT_LEASE") or DEFAULT_LEASE
+    problem = None
+    if not (interval.isdigit() and lease.isdigit()) or len(interval) > 5 or len(lease) > 5:
+        problem = "must be whole seconds"
+    else:
+        problem = heartbeat.check_timing(int(interval), int(lease))
+    return [] if problem is None else [
+        f"(LAUNCH-E090) HEARTBEAT_INTERVAL '{interval}' and HEARTBEAT_LEASE '{lease}': {problem} "
+        "— unset them for 30 and 120"]
+
+
+def _bundle_sums() -> str:
+    """sha256 of the bundle's SHA256SUMS (the launcher checked it against its pin)."""
+    path = Path(__file__).resolve().parents[2] / "SHA256SUMS"
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def request_env(env: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """(the job's variables with RUN_ID and RESUME_FROM as this launch uses them, the launcher's
+    settings for them); UsageError (LAUNCH-E008/E091..E093) when a retry is refused."""
+    env = dict(env)
+    settings = {"HEARTBEAT_INTERVAL": env.get("HEARTBEAT_INTERVAL") or DEFAULT_INTERVAL,
+                "HEARTBEAT_LEASE": env.get("HEARTBEAT_LEASE") or DEFAULT_LEASE,
+                "ATTEMPT_NOTE": ""}
+    root = env.get("STORAGE_ROOT", "")
+    if not os.path.isdir(root) or not (os.path.lexists(run_dir(root, env["RUN_ID"]))
+                                       or env.get("RESUME_FROM") == "auto"):
+        return env, settings
+    try:
+        profile = load_profile(env.get("PROFILE") or None)
+    except UsageError:
+        return env, settings  # the request check names the profile's problem
+    run_id, resume_from, notes = plan(Path(root), env["RUN_ID"], env.get("RESUME_FROM", ""),
+                                      profile.PROFILE_NAME, _bundle_sums())
+    env.update(RUN_ID=run_id, RESUME_FROM=resume_from)
+    settings.update(RUN_ID=run_id, RESUME_FROM=resume_from, ATTEMPT_NOTE="\n".join(notes))
+    return env, settings

@@ -1,11 +1,11 @@
 """Checkpoint shards without torch: each must be a whole archive laid out as torch.save writes."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..formats import lines, torchzip
+from . import shards
+from ..formats import bounded, lines
 from ..run.findings import Finding, finding, mismatch
 
 SHARD_KINDS = ("model", "optim", "extra_state")
@@ -14,21 +14,11 @@ SHARD_KINDS = ("model", "optim", "extra_state")
 def shard_problem(path: Path) -> Optional[Tuple[str, str]]:
     """None if the file is a whole torch.save archive, else (kind, what is wrong): kind is
     'missing', 'damaged' (cut off, CRC) or 'layout' (not what torch.save writes)."""
-    try:
-        torchzip.check(path)
-    except FileNotFoundError:
-        return "missing", "missing"
-    except torchzip.Damaged as exc:
-        return "damaged", str(exc)
-    except torchzip.NotTorchSave as exc:
-        return "layout", f"not a torch.save archive: {exc}"
-    except OSError as exc:
-        return "damaged", f"unreadable ({exc.strerror or exc})"
-    return None
+    return shards.problem(path)[0]
 
 
 def _small_json(path: Path) -> Any:
-    return json.loads(lines.read_small(path))
+    return bounded.loads(lines.read_small(path))
 
 
 def step_findings(run_dir: Path, step: int, world: int) -> Tuple[List[Finding], Dict[str, Any]]:
@@ -37,17 +27,18 @@ def step_findings(run_dir: Path, step: int, world: int) -> Tuple[List[Finding], 
     step_dir = run_dir / "checkpoints" / f"global_step_{step}"
     actor = step_dir / "actor"
     found, files = [], {}
-    for kind in SHARD_KINDS:
-        for rank in range(world):
-            path = actor / f"{kind}_world_size_{world}_rank_{rank}.pt"
-            problem = shard_problem(path)
-            if problem and problem[0] == "missing":
-                found.append(finding("POST-E021", str(path), f"no {kind} shard for rank {rank}"))
-            elif problem:
-                found.append(finding("POST-E032" if problem[0] == "layout" else "POST-E022",
-                                     str(path), problem[1]))
-            else:
-                files[str(path.relative_to(run_dir))] = path.stat().st_size
+    paths = [(kind, rank, actor / f"{kind}_world_size_{world}_rank_{rank}.pt")
+             for kind in SHARD_KINDS for rank in range(world)]
+    problems = shards.check_files([p for _, _, p in paths] + [step_dir / "data.pt"])
+    for kind, rank, path in paths:
+        problem = problems[path]
+        if problem and problem[0] == "missing":
+            found.append(finding("POST-E021", str(path), f"no {kind} shard for rank {rank}"))
+        elif problem:
+            found.append(finding("POST-E032" if problem[0] == "layout" else "POST-E022",
+                                 str(path), problem[1]))
+        else:
+            files[str(path.relative_to(run_dir))] = path.stat().st_size
     config_path = actor / "fsdp_config.json"
     try:
         config = _small_json(config_path)
@@ -56,7 +47,7 @@ def step_findings(run_dir: Path, step: int, world: int) -> Tuple[List[Finding], 
     want = {"FSDP_version": 2, "world_size": world}
     if config != want:
         found.append(mismatch("POST-E023", str(config_path), "fsdp_config.json", want, config))
-    problem = shard_problem(step_dir / "data.pt")
+    problem = problems[step_dir / "data.pt"]
     if problem:
         found.append(finding("POST-E024", str(step_dir / "data.pt"), f"dataloader state: {problem[1]}"))
     hf_config = actor / "huggingface" / "config.json"

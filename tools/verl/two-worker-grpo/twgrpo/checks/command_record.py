@@ -4,21 +4,22 @@ the run's topology, size, engine and artifact folders, as the launcher's own com
 """
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..formats import lines
+from ..formats import bounded, lines
 from ..run.command import training_command
 from ..run.findings import Finding, finding, mismatch
 from ..run.profile import Profile
 
 
-def small_json(path: Path) -> Any:
-    """A JSON record of the run folder, read with a size bound (OSError, ValueError)."""
-    return json.loads(lines.read_small(path))
+def small_json(path: Path, limit: int = lines.MAX_SMALL, memory: int = bounded.MEMORY) -> Any:
+    """A JSON record of the run folder: a regular file of at most limit bytes that costs at most
+    `memory` bytes to hold, nested at most bounded.MAX_DEPTH deep, integers of at most 19 digits
+    (OSError, ValueError)."""
+    return bounded.loads(lines.read_small(path, limit), memory=memory)
 
 
 # The overrides that fix the run's topology, size, engine and where its artifacts go.

@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..formats import hashing, parquet, safetensors, sums
+from ..formats import bounded, hashing, parquet, safetensors, sums
 from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch
 from ..run.mounts import mount_for
 from ..run.phase import run_phase
 from ..run.profile import Profile
+
+MAX_MANIFEST = 1 << 20  # dataset-manifest.json is a few hundred bytes
 
 
 @dataclasses.dataclass
@@ -164,14 +165,10 @@ def check_model_weights(ctx: InputsContext) -> List[Finding]:
 
 def check_dataset_manifest(ctx: InputsContext) -> List[Finding]:
     path = ctx.data_root / "dataset-manifest.json"
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        return [finding("INP-E010", str(path), f"cannot read: {exc.strerror}")]
-    except ValueError as exc:
-        return [finding("INP-E010", str(path), f"not JSON: {exc}")]
-    if not isinstance(manifest, dict):
-        return [finding("INP-E010", str(path), "not a JSON object")]
+    try:  # a regular file (a FIFO never blocks), at most MAX_MANIFEST bytes, bounded JSON
+        manifest = bounded.read_object(path, MAX_MANIFEST)
+    except bounded.Unreadable as exc:
+        return [finding("INP-E010", str(path), f"cannot read: {exc}")]
     ctx.evidence["dataset_manifest"] = manifest
     revision = manifest.get("revision")
     if revision != ctx.profile.DATASET_REVISION:

@@ -10,7 +10,41 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from ..run.findings import Finding, finding, mismatch
+from ..formats import bounded
 from ..formats.trainlog import InitEvent, LogScan
+
+PER_NODE_LIMIT = 64 << 10  # preflight.json holds each node's probe, about 6 KB each
+PER_NODE_MEMORY = 256 << 10  # and what parsing that much JSON may cost (bounded.cost)
+KEPT = ("hostname", "node_id", "node_ip")
+Unreadable = bounded.Unreadable
+
+
+def read_preflight(path, nodes: int) -> Any:
+    """What placement needs from preflight.json: its status and each worker's hostname, node id
+    and IP (a value that is not an object is returned as it is, for the caller to name). The
+    file grows with the nodes (each one's whole probe), so it is read with bounds that grow with
+    them too, and only those fields are kept. Raises bounded.Unreadable."""
+    record = bounded.read_json(path, max(bounded.RECORD_LIMIT, nodes * PER_NODE_LIMIT),
+                               max(bounded.MEMORY, nodes * PER_NODE_MEMORY))
+    if not isinstance(record, dict):
+        return record
+    kept = {k: record[k] for k in ("status", "workers") if k in record}
+    if isinstance(kept.get("workers"), list):
+        kept["workers"] = [{k: w[k] for k in KEPT if k in w} if isinstance(w, dict) else w
+                           for w in kept["workers"]]
+    return kept
+
+
+def rank_ranges(ranks: List[int]) -> str:
+    """0-7, 16, 18-19: sorted ranks as short ranges."""
+    parts, start = [], None
+    for i, rank in enumerate(ranks):
+        if start is None:
+            start = rank
+        if i + 1 == len(ranks) or ranks[i + 1] != rank + 1:
+            parts.append(str(start) if start == rank else f"{start}-{rank}")
+            start = None
+    return ", ".join(parts)
 
 
 def communicators(scan: LogScan, world: int) -> Dict[str, Dict[int, Dict[str, List[InitEvent]]]]:
@@ -75,6 +109,7 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
                                  f"commId {baseline_comm}"))
     workers = {w["hostname"]: w for w in preflight.get("workers", []) if isinstance(w, dict)}
     rows, counts = [], {w["node_id"]: 0 for w in workers.values()}
+    strangers: Dict[str, List[int]] = {}
     for rank, event in enumerate(actors):
         worker = workers.get(event.host)
         obj = f"rank {rank} ({event.host} pid {event.pid})"
@@ -82,8 +117,7 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
                "nvml_dev": event.nvml, "bus_id": event.bus, "class_name": "WorkerDict"}
         rows.append(row)
         if worker is None:
-            found.append(finding("POST-E010", obj, f"host {event.host} is not among preflight's "
-                                 f"nodes {sorted(workers)}"))
+            strangers.setdefault(event.host, []).append(rank)
             continue
         row.update(node_id=worker["node_id"], node_ip=worker["node_ip"])
         counts[worker["node_id"]] = counts.get(worker["node_id"], 0) + 1
@@ -110,6 +144,12 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
             found.append(finding("POST-E013", obj, "; ".join(problems)))
         else:
             row.update(nccl_transport="Socket", rdma_disabled=True)
+    if strangers:  # one finding per unknown host; preflight's nodes named once
+        found += [finding("POST-E010", f"host {host}", f"{len(ranks)} rank(s) ({rank_ranges(ranks)}) "
+                          f"ran on host {host}, which is not among preflight's {len(workers)} nodes")
+                  for host, ranks in sorted(strangers.items())]
+        found.append(finding("POST-E010", "preflight.json", f"preflight's {len(workers)} nodes: "
+                             + ", ".join(sorted(workers))))
     record["actors"] = rows
     record["node_counts"] = counts
     shape = sorted(counts.values(), reverse=True)

@@ -11,15 +11,17 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import checkpoint, placement, resumed, stopped
+from . import audit, checkpoint, placement, resumed, stopped
 from .command_record import check_resolved_command, small_json
 from .rollouts import check_rollouts
-from ..run import humane
+from ..run import humane, typed
 from ..formats import lines, tfevents, trainlog
-from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch, utc_now
+from ..run.findings import (Check, Finding, Skip, UsageError, finding, mismatch, phase_record,
+                            utc_now)
 from ..run.phase import run_phase
 from ..run.profile import Profile
 from ..run.records import write_json, write_new_text
+from ..run.runfolder import record_phase
 from ..run.runpaths import run_folder
 
 REQUIRED_SCALARS = ("training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr",
@@ -59,7 +61,8 @@ class PostflightContext:
 
     def preflight(self) -> Dict[str, Any]:
         if self._preflight is None:
-            self._preflight = small_json(self.run_dir / "preflight.json")
+            self._preflight = placement.read_preflight(self.run_dir / "preflight.json",
+                                                       self.profile.NODES)
         return self._preflight
 
 
@@ -118,23 +121,32 @@ def check_inputs_record(ctx: PostflightContext) -> List[Finding]:
     path = ctx.run_dir / "inputs.json"
     try:
         status = small_json(path).get("status")
-    except (OSError, ValueError, AttributeError, RecursionError) as exc:
+    except (OSError, ValueError, AttributeError) as exc:
         return [finding("POST-E041", str(path), f"cannot read the inputs record ({exc})")]
     if status != "passed":
-        return [finding("POST-E041", str(path), f"inputs status is {status!r}, not 'passed'")]
+        return [finding("POST-E041", str(path), f"inputs status is {typed.shown(status)}, "
+                        "not 'passed'")]
     return []
 
 
 def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
     try:
         preflight = ctx.preflight()
-    except (OSError, ValueError, RecursionError) as exc:
+    except (placement.Unreadable, RecursionError) as exc:
         return [finding("POST-E007", str(ctx.run_dir / "preflight.json"),
                         f"cannot read preflight.json ({exc}); ranks cannot be mapped to nodes")]
-    found = []
+    if not isinstance(preflight, dict):
+        return [finding("POST-E090", str(ctx.run_dir / "preflight.json"), f"holds {typed.kind(preflight)}, "
+                        "not a JSON object: ranks cannot be mapped to nodes")]
+    wrong = typed.Problems()
+    preflight = typed.conform(preflight, typed.PLACING_PREFLIGHT, "", wrong)
+    found = [finding("POST-E090", str(ctx.run_dir / "preflight.json"), "left out, of the wrong "
+                     f"type: {'; '.join(wrong)}" + (f" (and {wrong.count - len(wrong)} more)"
+                                                     if wrong.count > len(wrong) else ""))
+             ] if wrong.count else []
     if preflight.get("status") != "passed":
         found.append(finding("POST-E007", "preflight.json", f"preflight status is "
-                             f"{preflight.get('status')!r}, not 'passed'"))
+                             f"{typed.shown(preflight.get('status'))}, not 'passed'"))
     problems, record = placement.place_ranks(ctx.scan(), preflight, ctx.world_size,
                                              ctx.profile.NODES, ctx.profile.GPUS_PER_NODE)
     found += problems
@@ -172,6 +184,7 @@ def check_tensorboard(ctx: PostflightContext) -> List[Finding]:
 
 
 def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
+    audit.require_checkpoints(ctx.run_dir)
     steps = ctx.steps
     found, evidence = checkpoint.step_findings(ctx.run_dir, steps, ctx.world_size)
     tracker = ctx.run_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
@@ -214,10 +227,17 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
     header = (f"run {run_id}, profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
               f"{humane.plural(profile.TARGET_STEPS, 'step')}")
-    code, results = run_phase("postflight", header, CHECKS, ctx, run_dir, "verification.json",
-                              lambda: {"run_id": run_id, "profile": profile.to_json(),
-                                       "world_size": world, "target_steps": profile.TARGET_STEPS,
-                                       "evidence": ctx.evidence})
+    read_only = bool(getattr(args, "audit", False))
+    partial = audit.checkpoint_absent(run_dir)  # judged, but never a reason to write
+    record = lambda: {"run_id": run_id, "profile": profile.to_json(),  # noqa: E731
+                      "world_size": world, "target_steps": profile.TARGET_STEPS,
+                      "evidence": ctx.evidence}
+    code, results = run_phase("postflight", header, CHECKS, ctx,
+                              None if read_only or partial else run_dir, "verification.json", record)
+    if read_only or partial:
+        if read_only or code == 0:
+            return audit.conclude(run_dir, code, results, read_only)
+        record_phase(run_dir, "verification.json", phase_record("postflight", results, **record()))
     placement_findings = next(r for r in results if r.name == "rank-placement")
     write_json(run_dir / "actor-placement.json", {
         **ctx.placement_record, "status": "passed" if placement_findings.passed else "failed",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from ..run import humane
-from . import sizes
+from . import rayimport, sizes
 from ..run.command import FIXED_ENV
 from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch
 from ..run.phase import run_phase
@@ -73,6 +73,7 @@ def check_batch_sizes(ctx: PreflightContext) -> List[Finding]:
 
 def check_ray_connection(ctx: PreflightContext) -> List[Finding]:
     try:
+        rayimport.extend_path()  # PYTHONPATH and the user site, after the standard library
         import ray
     except ImportError as exc:
         return [finding("PRE-E010", "driver", f"cannot import ray: {exc}")]

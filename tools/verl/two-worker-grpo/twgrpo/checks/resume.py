@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import socket
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import checkpoint, liveness
-from ..run import command
-from ..formats import hashing
+from ..run import command, typed
+from ..formats import bounded, hashing
 from ..run.findings import (Check, CheckResult, Finding, Skip, UsageError, finding, mismatch, phase_record,
                        print_findings, run_checks, verdict)
 from ..run.profile import NAME, Profile
@@ -38,6 +37,9 @@ TRACKER = "latest_checkpointed_iteration.txt"
 MAX_RECORD_BYTES = 1 << 20      # run.json is a few KiB; a huge one is not ours
 MAX_CHECKPOINT_FILES = 10000    # a checkpoint holds 3 shards per rank plus a few config files
 MAX_CHAIN = 100
+# What the resume phase reads of a run.json: without profile values it is not a run record.
+RESUMING_RUN = {**typed.RUN, "profile": typed.Need({"name": str, "values": typed.Need(typed.Map(str))}),
+                "bundle_sums_sha256": str, "launcher_sha256": str, "resume": typed.ANY}
 
 
 # --- the resume phase: before the new run trains -------------------------------------------
@@ -64,27 +66,29 @@ class ResumeContext:
 
 
 def read_record(path: Path) -> Dict[str, Any]:
-    """A run.json, refused if it is not a plain file, huge, not JSON or not a run record."""
-    text = _read_bounded(path, MAX_RECORD_BYTES)
+    """A run.json, refused (ValueError) if it is not a plain file, huge, not JSON, nested too
+    deep, or not a run record with profile values; fields the resume phase reads that have the
+    wrong type are dropped (typed.RUN)."""
+    data = _read_bounded(path, MAX_RECORD_BYTES)
     try:
-        data = json.loads(text)
+        data = bounded.loads(data)
     except ValueError as exc:
         raise ValueError(f"not JSON ({exc})")
-    if not isinstance(data, dict) or not isinstance(data.get("profile"), dict) or \
-            not isinstance(data["profile"].get("values"), dict):
-        raise ValueError("not a run record with profile values")
+    wrong: List[str] = []
+    data = typed.conform(data, RESUMING_RUN, "", wrong) if isinstance(data, dict) else None
+    if not isinstance(data, dict) or "profile" not in data:
+        raise ValueError("not a run record with profile values" + (f" ({wrong[0]})" if wrong else ""))
     return data
 
 
-def _read_bounded(path: Path, limit: int) -> str:
-    """The text of a plain file of at most limit bytes (a link to /dev/zero reads nothing)."""
-    if path.is_symlink() or not path.is_file():
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of a plain file of at most limit bytes (never a FIFO, device or symlink)."""
+    if path.is_symlink():
         raise ValueError("not a plain file")
-    with open(path, "rb") as stream:
-        data = stream.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"larger than {limit} bytes")
-    return data.decode("utf-8", "replace")
+    try:
+        return bounded.read_bytes(path, limit)
+    except bounded.Unreadable as exc:
+        raise ValueError(str(exc))
 
 
 def check_earlier_run(ctx: ResumeContext) -> List[Finding]:
@@ -151,7 +155,7 @@ def check_ended_failed(ctx: ResumeContext) -> List[Finding]:
     failed = folder / "FAILED"
     if failed.is_file():
         try:
-            text = _read_bounded(failed, 4096)
+            text = _read_bounded(failed, 4096).decode("utf-8", "replace")
         except (OSError, ValueError) as exc:
             return [finding("RES-E008", str(failed), f"unreadable: {exc}")]
         ctx.evidence["earlier_failed"] = dict(line.split("=", 1) for line in text.splitlines()
@@ -171,7 +175,8 @@ def _steps_on_disk(checkpoints: Path, latest: int) -> List[int]:
     steps = []
     for entry in checkpoints.iterdir():
         name = entry.name
-        if name.startswith("global_step_") and name[12:].isdigit() and 0 < int(name[12:]) <= latest:
+        if name.startswith("global_step_") and bounded.ascii_digits(name[12:]) and \
+                len(name) < 32 and 0 < int(name[12:]) <= latest:
             steps.append(int(name[12:]))
     return sorted(steps, reverse=True)
 
@@ -190,12 +195,13 @@ def check_checkpoint(ctx: ResumeContext) -> List[Finding]:
     if not _inside(checkpoints, folder):
         return [finding("RES-E011", str(checkpoints), "leads out of the earlier run's folder")]
     try:
-        with open(tracker, "rb") as stream:
+        stream, _ = bounded.open_regular(tracker)  # a FIFO in its place must not block
+        with stream:
             text = stream.read(32).decode("ascii", "replace").strip()
     except OSError as exc:
         return [finding("RES-E009", str(tracker), f"no checkpoint tracker ({exc.strerror}): the "
                         "run saved no checkpoint")]
-    if not text.isdigit() or int(text) < 1:
+    if not bounded.ascii_digits(text) or int(text) < 1:
         return [finding("RES-E009", str(tracker), f"holds {text!r}, not a step number")]
     latest = int(text)
     rejected = []

@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
 
-from ..formats import tfevents
+from ..formats import lines, tfevents
 from ..run.findings import Finding, finding, mismatch
 from ..run.profile import NAME
 from .resume import checkpoint_hashes, read_record
@@ -113,7 +113,7 @@ def _continued_steps(ctx, step: int) -> List[Finding]:
 def _resolved_resume(ctx, earlier: str, step: int) -> List[Finding]:
     path = ctx.run_dir / "resolved-command.txt"
     try:
-        argv = shlex.split(path.read_text(encoding="utf-8"))
+        argv = shlex.split(lines.read_small(path))
     except (OSError, ValueError) as exc:
         return [finding("POST-E064", str(path), f"unreadable: {exc}")]
     given = dict(arg.split("=", 1) for arg in argv if "=" in arg)

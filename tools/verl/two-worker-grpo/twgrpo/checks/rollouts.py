@@ -4,12 +4,11 @@ ctx is postflight's context.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
-from ..formats import lines
+from ..formats import bounded, lines
 from ..run.findings import Finding, finding, mismatch
 
 MAX_ROLLOUT_ROW = 4 << 20  # a row is a prompt and a response; a longer one is not parsed
@@ -61,8 +60,8 @@ def _rollout_file(path: Path, step: int) -> Tuple[int, "_Notes", List[Finding], 
             bad.append(f"line {line.number}: not UTF-8 at byte {line.offset + exc.start}")
             continue
         try:
-            row = json.loads(text)
-        except ValueError as exc:
+            row = bounded.loads(text)
+        except ValueError as exc:  # not JSON, too deep, or an integer of more than 19 digits
             bad.append(f"line {line.number}: not JSON ({exc})")
             continue
         problem = _rollout_row_problem(row, step)

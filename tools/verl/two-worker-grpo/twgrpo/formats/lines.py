@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import dataclasses
-import errno
-import os
-import stat
 from pathlib import Path
 from typing import BinaryIO, Iterator, Optional, Union
+
+from . import bounded
 
 CHUNK = 1 << 20
 MAX_SMALL = 1 << 20  # a JSON record or a one-line text file of the run folder
@@ -14,10 +13,8 @@ MAX_SMALL = 1 << 20  # a JSON record or a one-line text file of the run folder
 
 def open_regular(path: Union[str, Path]) -> BinaryIO:
     """Open a regular file for reading; a FIFO, device or directory (a symlink to /dev/zero,
-    say) would block or never end, so it is refused as an OSError."""
-    if not stat.S_ISREG(os.stat(path).st_mode):
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
-    return open(path, "rb")
+    say) would block or never end, so it is refused as an OSError (O_NONBLOCK, then fstat)."""
+    return bounded.open_regular(path)[0]
 
 
 def read_small(path: Union[str, Path], limit: int = MAX_SMALL) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import thrift as t
+from .bounded import open_regular
 
 MAGIC = b"PAR1"
 # Parquet enums used here.
@@ -38,7 +39,7 @@ class Footer:
 
 
 def read_footer(path: Union[str, Path]) -> Footer:
-    with open(path, "rb") as stream:
+    with open_regular(path)[0] as stream:  # a FIFO or device is refused, never waited on
         size = stream.seek(0, 2)
         if size < 12:
             raise ParquetError(f"{size} bytes is too short for parquet")

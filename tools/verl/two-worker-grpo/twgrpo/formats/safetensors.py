@@ -2,10 +2,11 @@
 each as long as its shape x dtype size; the file ends where the last tensor ends."""
 from __future__ import annotations
 
-import json
 import struct
 from pathlib import Path
 from typing import Any, Dict, Tuple, Union
+
+from .bounded import loads, open_regular
 
 MAX_HEADER = 100 << 20
 
@@ -41,7 +42,7 @@ def _span(name: str, meta: Any) -> Tuple[int, int, str]:
 
 
 def inspect(path: Union[str, Path]) -> Dict[str, Any]:
-    with open(path, "rb") as stream:
+    with open_regular(path)[0] as stream:  # a FIFO or device is refused, never waited on
         size = stream.seek(0, 2)
         stream.seek(0)
         raw = stream.read(8)
@@ -51,7 +52,7 @@ def inspect(path: Union[str, Path]) -> Dict[str, Any]:
         if length > MAX_HEADER or 8 + length > size:
             raise WeightsError(f"header length {length} does not fit a {size}-byte file")
         try:
-            header = json.loads(stream.read(length))
+            header = loads(stream.read(length))
         except ValueError as exc:  # bad UTF-8 too
             raise WeightsError(f"header is not JSON: {exc}") from None
         if not isinstance(header, dict):

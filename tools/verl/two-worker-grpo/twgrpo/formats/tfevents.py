@@ -12,25 +12,9 @@ import struct
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
+from .crc32c import crc32c
 from .lines import open_regular
 from .thrift import read_varint
-
-_POLY = 0x82F63B78  # Castagnoli, reflected
-_TABLE = []
-for _byte in range(256):
-    _crc = _byte
-    for _ in range(8):
-        _crc = (_crc >> 1) ^ _POLY if _crc & 1 else _crc >> 1
-    _TABLE.append(_crc)
-
-
-def crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    table = _TABLE
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
 
 def masked_crc(data: bytes) -> int:
     crc = crc32c(data)
@@ -192,7 +176,8 @@ class Problems(list):
 
 
 PROBLEM_SAMPLES = 20
-MAX_VALUES = 200_000  # (tag, step) values held; past it only the kept step is still recorded
+MAX_VALUES = 200_000  # (tag, step) values held in all; each tag is thinned to its share
+MIN_PER_TAG = 32  # a tag's share never falls below this (MAX_TAGS x 32 < MAX_VALUES)
 MAX_TAGS = 4096
 
 
@@ -204,7 +189,9 @@ class Scalars:
     tags: Set[str] = dataclasses.field(default_factory=set)  # every tag seen (up to MAX_TAGS)
     last: Dict[str, int] = dataclasses.field(default_factory=dict)  # tag -> last step seen
     held: int = 0  # values held
-    dropped: int = 0  # values not held (over MAX_VALUES)
+    dropped: int = 0  # values not held: their tag came after MAX_TAGS others
+    thinned: int = 0  # values let go to keep a long run's charts within MAX_VALUES
+    stride: Dict[str, int] = dataclasses.field(default_factory=dict)  # tag -> steps kept: k*stride
 
     def at(self, tag: str, step: int) -> Optional[float]:
         return self.values.get(tag, {}).get(step)
@@ -216,10 +203,13 @@ class Scalars:
 def load_scalars(folder: Path, keep: Optional[Iterable[str]] = None,
                  keep_step: Optional[int] = None) -> Scalars:
     """Scalars of every event file under folder; with ``keep``, values of those tags only.
-    Memory is bounded: at most MAX_VALUES values, plus each kept tag's value at keep_step."""
+    Memory is bounded: each tag keeps the steps that are multiples of its stride, the stride
+    doubling whenever the tag holds more than its share of MAX_VALUES, so a tag's series covers
+    the whole run; its last step and keep_step are always held."""
     files = sorted(folder.rglob("events.out.tfevents.*"), key=_file_order)
     scalars = Scalars(files, {}, Problems())
     wanted = set(keep) if keep is not None else None
+    latest: Dict[str, Tuple[int, float]] = {}
     for path in files:
         try:
             for index, record in enumerate(read_records(path, scalars.problems)):
@@ -230,29 +220,54 @@ def load_scalars(folder: Path, keep: Optional[Iterable[str]] = None,
                                                     f"record does not decode: {exc}"))
                     continue
                 for tag, value in found:
-                    _hold(scalars, tag, step, value, wanted, keep_step)
+                    if _hold(scalars, tag, step, value, wanted, keep_step) and \
+                            step >= latest.get(tag, (step,))[0]:
+                        latest[tag] = (step, value)
         except OSError as exc:  # a FIFO, a device, a read error
             scalars.problems.append(Problem("crc", str(path), 0, -1, f"unreadable: {exc.strerror or exc}"))
+    for tag, (step, value) in latest.items():  # the chart and the summary end at the last step
+        if step not in scalars.values[tag]:
+            scalars.held += 1
+        scalars.values[tag][step] = value
     return scalars
 
 
 def _hold(scalars: Scalars, tag: str, step: int, value: float, wanted: Optional[Set[str]],
-          keep_step: Optional[int]) -> None:
+          keep_step: Optional[int]) -> bool:
+    """Hold one value if its tag is held; True when the tag is held at all."""
     if len(scalars.tags) < MAX_TAGS:
         scalars.tags.add(tag)
     if wanted is not None and tag not in wanted:
-        return
-    if tag in scalars.last or len(scalars.last) < MAX_TAGS:
-        scalars.last[tag] = max(scalars.last.get(tag, step), step)
+        return False
     series = scalars.values.get(tag)
-    if series is not None and step in series:
+    if series is None:
+        if len(scalars.values) >= MAX_TAGS:
+            scalars.dropped += 1
+            return False
+        series = scalars.values[tag] = {}
+    scalars.last[tag] = max(scalars.last.get(tag, step), step)
+    stride = scalars.stride.get(tag, 1)
+    if step in series:
         series[step] = value  # the last write of a step wins
-    elif (scalars.held < MAX_VALUES or step == keep_step) and \
-            (series is not None or len(scalars.values) < MAX_TAGS):
-        scalars.values.setdefault(tag, {})[step] = value
+    elif step % stride == 0 or step == keep_step:
+        series[step] = value
         scalars.held += 1
+        if len(series) > max(MIN_PER_TAG, MAX_VALUES // len(scalars.values)):
+            _thin(scalars, tag, series, stride * 2, keep_step)
     else:
-        scalars.dropped += 1
+        scalars.thinned += 1
+    return True
+
+
+def _thin(scalars: Scalars, tag: str, series: Dict[int, float], stride: int,
+          keep_step: Optional[int]) -> None:
+    """Keep every stride-th step of one tag (and keep_step): half of what it held."""
+    scalars.stride[tag] = stride
+    gone = [s for s in series if s % stride and s != keep_step]
+    for step in gone:
+        del series[step]
+    scalars.held -= len(gone)
+    scalars.thinned += len(gone)
 
 
 def is_finite(value: Optional[float]) -> bool:

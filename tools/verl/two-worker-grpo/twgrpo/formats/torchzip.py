@@ -5,8 +5,8 @@ data.pkl first (the pickled object, whose tensors point at storages through pers
 then byteorder, one data/<key> entry per storage, version and a few bookkeeping files. This
 module reads the zip's end records and central directory itself (zipfile holds every entry in
 memory and trusts overlapping entries), checks each local header, that entries neither overlap
-nor leave the file, streams every entry through CRC-32, and walks data.pkl's opcodes
-(torchpickle.py) to list the storages it references: they must be exactly the data/ entries,
+nor leave the file, streams every entry through CRC-32, and reads data.pkl (torchstubs.py, or
+the opcode walk of torchpickle.py) to list the storages it references: they must be exactly the data/ entries,
 each as long as its element count times its element size.
 """
 from __future__ import annotations
@@ -16,12 +16,14 @@ import struct
 import zlib
 from array import array
 from pathlib import Path
-from typing import Any, Dict, Set, Tuple, Union
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 from .lines import open_regular
 from .torchpickle import CHUNK, MAX_ENTRIES, NotTorchSave, PickleReader, storage_refs
+from .torchstubs import FAST_MAX, storage_refs_fast
 
-__all__ = ["Damaged", "NotTorchSave", "ITEM_SIZE", "MAX_ENTRIES", "check", "storage_refs"]
+__all__ = ["Damaged", "NotTorchSave", "ITEM_SIZE", "MAX_ENTRIES", "check", "check_spans",
+           "storage_refs"]
 
 END, END64, LOCATOR64 = b"PK\x05\x06", b"PK\x06\x06", b"PK\x06\x07"
 CENTRAL, LOCAL, DESCRIPTOR = b"PK\x01\x02", b"PK\x03\x04", b"PK\x07\x08"
@@ -33,20 +35,33 @@ ITEM_SIZE = {"DoubleStorage": 8, "FloatStorage": 4, "HalfStorage": 2, "BFloat16S
              "ComplexFloatStorage": 8, "UntypedStorage": 1}
 
 
+IN_MEMORY = 32 << 20  # a file up to this size is read whole into memory first
+
+
 class Damaged(ValueError):
     """The archive is cut off or its bytes changed (CRC, truncation)."""
 
 
-def check(path: Union[str, Path]) -> Dict[str, Any]:
-    """Raise Damaged or NotTorchSave, or return a summary: top folder, entries, storages."""
+def check(path: Union[str, Path], crc: bool = True) -> Dict[str, Any]:
+    """Raise Damaged or NotTorchSave, or return a summary: top folder, entries, storages.
+    With crc=False the entries' CRCs are not computed; the summary's "spans" then lists each
+    entry as (name, data offset, size, CRC) for check_spans, which may run in other processes."""
     with open_regular(path) as stream:
         size = stream.seek(0, 2)
+        if size <= IN_MEMORY:  # one read, then no system call per entry (a shard has hundreds)
+            stream.seek(0)
+            stream = io.BytesIO(stream.read(size))
+            size = stream.seek(0, 2)
         count, cd_offset, cd_size = _end_records(stream, size)
         if count > MAX_ENTRIES:
             raise NotTorchSave(f"{count} zip entries: more than {MAX_ENTRIES}")
-        found = _walk(stream, count, cd_offset, cd_size)
-        stream.seek(found.pickle_at)
-        refs = storage_refs(PickleReader(stream, found.pickle_at, found.pickle_size), len(found.sizes))
+        found = _walk(stream, count, cd_offset, cd_size, None if crc else [])
+        refs = None
+        if found.pickle_size <= FAST_MAX:  # the C unpickler on inert stubs (torchstubs.py)
+            stream.seek(found.pickle_at)
+            refs = storage_refs_fast(stream.read(found.pickle_size), len(found.sizes))
+        if refs is None:  # the opcode walk: any size, and the words of every finding
+            refs = storage_refs(PickleReader(stream, found.pickle_at, found.pickle_size), len(found.sizes))
     for key in range(len(found.sizes)):
         if key not in refs:
             raise NotTorchSave(f"entry data/{key} is not referenced by data.pkl")
@@ -58,7 +73,18 @@ def check(path: Union[str, Path]) -> Dict[str, Any]:
         if item is not None and isinstance(numel, int) and numel * item != have:
             raise NotTorchSave(f"storage data/{key}: {numel} x {kind} needs {numel * item} bytes, "
                                f"the entry holds {have}")
-    return {"top": found.top, "entries": count, "storages": len(found.sizes)}
+    summary = {"top": found.top, "entries": count, "storages": len(found.sizes)}
+    if found.spans is not None:
+        summary["spans"] = found.spans
+    return summary
+
+
+def check_spans(path: Union[str, Path], spans: List[Tuple[str, int, int, int]]) -> None:
+    """Raise Damaged unless each (name, offset, size, CRC) span of the file has its CRC."""
+    with open_regular(path) as stream:
+        for text, at, size, crc in spans:
+            if _crc(stream, at, size, text) != crc:
+                raise Damaged(f"entry {text} fails its CRC check")
 
 
 def _end_records(stream, size: int) -> Tuple[int, int, int]:
@@ -107,12 +133,15 @@ class _Found:
         self.present = bytearray()  # storage key -> 1 once its entry was seen
         self.sizes = array("Q")  # storage key -> entry size
         self.pickle_at = self.pickle_size = 0
+        self.spans: Optional[List[Tuple[str, int, int, int]]] = None  # CRCs left to check_spans
 
 
-def _walk(stream, count: int, cd_offset: int, cd_size: int) -> _Found:
+def _walk(stream, count: int, cd_offset: int, cd_size: int, spans: Optional[list] = None) -> _Found:
     """Each central directory entry in turn, then its local header and data: entries must come
-    in file order (torch.save writes them so), inside the file, not overlapping, CRCs right."""
+    in file order (torch.save writes them so), inside the file, not overlapping, CRCs right
+    (or, given a spans list, each entry's CRC appended there to be checked later)."""
     found = _Found()
+    found.spans = spans
     directory = io.BufferedReader(_Slice(stream, cd_offset, cd_size), CHUNK)
     end = 0
     for index in range(count):
@@ -140,7 +169,9 @@ def _walk(stream, count: int, cd_offset: int, cd_size: int) -> _Found:
         if data_at + usize > cd_offset:
             raise Damaged(f"entry {text} ({usize} bytes at {data_at}) runs past the central "
                           "directory: the file is cut off")
-        if _crc(stream, data_at, usize, text) != crc:
+        if spans is not None:
+            spans.append((text, data_at, usize, crc))
+        elif _crc(stream, data_at, usize, text) != crc:
             raise Damaged(f"entry {text} fails its CRC check")
         if index == 0:
             found.pickle_at, found.pickle_size = data_at, usize

@@ -18,6 +18,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from typing import Iterator, Optional, Tuple
 
+from .lines import open_regular
 from .trainlines import (ANCHORED, FATAL_SAMPLES, KEEP, SEARCHES, VALIDATED, InitEvent, LogScan,
                          Transport, _parse_line)
 
@@ -143,7 +144,7 @@ def scan_range(path: str, begin: int, end: int, max_line: Optional[int] = None) 
         scan.add_long_line(line, offset, length)
         line += 1
 
-    with open(path, "rb") as stream:
+    with open_regular(path) as stream:  # a FIFO in its place is refused, never waited on
         if begin:  # a line starts at begin only if a newline ends just before it
             stream.seek(begin - 1)
             if stream.read(1) != b"\n":

@@ -9,6 +9,7 @@ last 256 KiB, at most MAX_RUNS sibling folders and MAX_CHAIN ancestors are looke
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -18,7 +19,7 @@ from ..run import heartbeat
 from ..run.humane import parse_time
 from ..run.profile import NAME as RUN_ID
 from ..run.runverdict import failed_fields
-from .timeline import LAUNCHER_LINE, phase_timeline
+from .timeline import LAUNCHER_PREFIX, BadLine, phase_line, phase_timeline
 
 MAX_RUNS = 5000
 MAX_CHAIN = 100
@@ -60,24 +61,42 @@ def children_of(runs_root: Path, run_id: str) -> List[Tuple[str, int]]:
 
 
 def _launcher_times(run_dir: Path) -> List[datetime]:
+    """Every start and end of a launcher phase in the last 256 KiB of driver.log."""
     try:
-        tail = bounded.tail_lines(Path(run_dir) / "driver.log")
+        tail = bounded.tail_lines(Path(run_dir) / "driver.log", 256 << 10, LAUNCHER_PREFIX)
     except bounded.Unreadable:
         return []
     times = []
     started: Dict[str, datetime] = {}
     for line in tail:
-        match = LAUNCHER_LINE.match(line)
-        if not match:
+        try:
+            parsed = phase_line(line)
+        except BadLine:  # the report names them (RPT-E021)
             continue
-        if match.group(3):
-            begin = parse_time(match.group(3))
-            if begin:
-                started[match.group(1)] = begin
-                times.append(begin)
-        elif match.group(1) in started:
-            times.append(started[match.group(1)] + timedelta(seconds=int(match.group(5))))
+        if parsed is None:
+            continue
+        name, start, _, seconds = parsed
+        if start is not None:
+            started[name] = start
+            times.append(start)
+        elif name in started and seconds is not None:
+            times.append(started[name] + timedelta(seconds=seconds))
     return times
+
+
+PARENT_TAIL = 64 << 10
+_PARENT = re.compile(rb'\n    "from_run_id": "([A-Za-z0-9][A-Za-z0-9._-]{0,127})",\n    "step": (\d{1,9})\n  \}')
+
+
+def parent_glance(run_dir: Path) -> Optional[Tuple[str, int]]:
+    """(parent, step) from the last PARENT_TAIL bytes of run.json, where the writer (indent 2,
+    sorted keys) ends the resume record; make runs reads no more of a run.json than that."""
+    try:
+        data = "\n".join(bounded.tail_lines(Path(run_dir) / "run.json", PARENT_TAIL)).encode()
+    except bounded.Unreadable:
+        return None
+    match = _PARENT.search(b"\n" + data)
+    return (match.group(1).decode(), int(match.group(2))) if match else None
 
 
 def last_sign_of_life(run_dir: Path) -> Optional[datetime]:

@@ -1,41 +1,83 @@
 """make runs: every run on the volume, one line each: RUN_ID, start, duration, profile, verdict.
 
-Cheap per run, whatever the volume holds: run.json, the markers, the records' status and the
-last 256 KiB of driver.log (the last sign of life: lineage.py), never a whole log; a
-resumed run names its parent and step (<- parent@K), a parent its children (-> child).
+Cheap per run, whatever the volume holds: a glance at each record's ends (run/glance.py), the
+markers, and the last TAIL bytes of driver.log (the last sign of life: lineage.py), never a whole
+log or a whole large record. Every column is cut to a fixed width, so one odd run cannot widen
+the listing. A resumed run names its parent and step (<- parent@K), a parent its children
+(-> child); a PREEMPTED run the step it can be resumed from.
 """
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import re
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from ..formats import bounded
+from ..run import glance, typed
 from ..run.findings import UsageError
-from ..run.humane import duration, parse_time, printable, when
+from ..run.humane import duration, printable, when
 from ..run.profile import NAME as RUN_ID
 from . import lineage
 from ..run.runpaths import run_dir
 from ..run.runverdict import latest_verdict
 
+TAIL = 256 << 10  # of driver.log searched for the last phases' lines (bytes.find, not parsed)
+WIDTHS = {"run_id": 128, "start": 23, "duration": 14, "profile": 40, "verdict": 48, "lineage": 96}
+HEADER = {"run_id": "RUN_ID", "start": "STARTED", "duration": "TOOK", "profile": "PROFILE",
+          "verdict": "VERDICT", "lineage": "LINEAGE"}
 
-def run_row(run_dir: Path) -> Dict[str, str]:
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def glance_status(folder: Path, name: str) -> Optional[str]:
+    """A phase record's status from a glance at its ends (runverdict.record_status's words)."""
     try:
-        run = bounded.read_object(run_dir / "run.json")
+        status = glance.fields(folder / name, ("status",), {"status": str})["status"]
     except bounded.Unreadable as exc:
-        run = {"problem": f"run.json {exc}"}
-    profile = run.get("profile", {})
-    start = parse_time(run.get("started_at"))
-    took: Optional[float] = lineage.lifetime(run_dir, run)  # to the last sign of life
-    verdict = latest_verdict(run_dir)
-    return {"run_id": run_dir.name if RUN_ID.match(run_dir.name) else repr(run_dir.name),
-            "start": when(run.get("started_at")) if start else "—",
+        return None if str(exc) == "missing" else "unreadable"
+    except ValueError:
+        return "unreadable"
+    return status if status in ("passed", "failed") else "unreadable"
+
+
+def _unreadable_folder(folder: Path) -> Optional[str]:
+    """Why the folder itself cannot be listed (permissions), or None."""
+    try:
+        with os.scandir(folder) as listing:
+            next(listing, None)
+    except OSError as exc:
+        return "permission denied" if exc.errno in (errno.EACCES, errno.EPERM) else \
+            (exc.strerror or str(exc)).lower()
+    return None
+
+
+def run_row(folder: Path) -> Dict[str, str]:
+    name = folder.name if RUN_ID.match(folder.name) else repr(folder.name)
+    problem = _unreadable_folder(folder)
+    if problem:
+        return {"run_id": name, "start": "—", "sort": "~", "duration": "—", "profile": "?",
+                "verdict": f"UNREADABLE ({problem}: the folder cannot be listed)", "lineage": ""}
+    try:
+        run = glance.fields(folder / "run.json", ("started_at", "profile.name"),
+                            {"started_at": typed.UTC, "profile.name": str})
+    except (bounded.Unreadable, ValueError):
+        run = {"started_at": None, "profile.name": None}
+    start = typed.utc_time(run["started_at"])
+    took: Optional[float] = lineage.lifetime(folder, run)  # to the last sign of life
+    verdict = latest_verdict(folder, glance_status)
+    parent = lineage.parent_glance(folder)
+    return {"run_id": name,
+            "start": when(run["started_at"]) if start else "—",
             "sort": start.isoformat() if start else "~",
             "duration": duration(took) if took is not None else "—",
-            "profile": str(profile.get("name", "?")) if isinstance(profile, dict) else "?",
+            "profile": run["profile.name"] if run["profile.name"] is not None else "?",
             "verdict": verdict.status + _resumable(verdict) + (" (conflict)" if verdict.conflicts else ""),
-            "lineage": _parent(run)}
+            "lineage": f"<- {parent[0]}@{parent[1]}" if parent else ""}
 
 
 def _resumable(verdict) -> str:
@@ -44,24 +86,19 @@ def _resumable(verdict) -> str:
     return f" (resumable from step {match.group(1)})" if verdict.status == "PREEMPTED" and match else ""
 
 
-def _parent(run) -> str:
-    parent = lineage.parent_of(run)
-    return f"<- {parent[0]}@{parent[1]}" if parent else ""
-
-
 def _children(rows: List[Dict[str, str]]) -> None:
     """Each parent's row names the runs that resumed from it ('-> child')."""
     by_id = {r["run_id"]: r for r in rows}
+    kids: Dict[str, List[str]] = {}
     for row in rows:
         if row["lineage"].startswith("<- "):
-            parent = by_id.get(row["lineage"][3:].rsplit("@", 1)[0])
-            if parent is not None:
-                parent["children"].append(row["run_id"])
-    for row in rows:
-        kids = row.pop("children")
-        if kids:
-            more = f" +{len(kids) - 2}" if len(kids) > 2 else ""
-            row["lineage"] = " ".join(filter(None, [row["lineage"], "-> " + ", ".join(kids[:2]) + more]))
+            parent = row["lineage"][3:].rsplit("@", 1)[0]
+            if parent in by_id:
+                kids.setdefault(parent, []).append(row["run_id"])
+    for parent, children in kids.items():
+        more = f" +{len(children) - 2}" if len(children) > 2 else ""
+        row = by_id[parent]
+        row["lineage"] = " ".join(filter(None, [row["lineage"], "-> " + ", ".join(children[:2]) + more]))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -72,17 +109,18 @@ def main(args: argparse.Namespace) -> int:
     if not root.is_dir():
         print(f"runs: no run yet under {root}")
         return 0
-    rows: List[Dict[str, str]] = [run_row(path) for path in root.iterdir()
-                                  if path.is_dir() and not path.is_symlink()]
+    rows: List[Dict[str, str]] = []
+    with os.scandir(root) as listing:
+        for entry in listing:
+            if entry.is_dir(follow_symlinks=False):
+                row = run_row(Path(entry.path))
+                rows.append({key: _cut(row[key], WIDTHS.get(key, 64)) for key in row})
     rows.sort(key=lambda r: (r["sort"], r["run_id"]))
-    for row in rows:
-        row["children"] = []  # type: ignore[assignment]
     _children(rows)
-    header = {"run_id": "RUN_ID", "start": "STARTED", "duration": "TOOK", "profile": "PROFILE",
-              "verdict": "VERDICT", "lineage": "LINEAGE"}
-    keys = list(header)
-    widths = {k: max(len(r[k]) for r in [header, *rows]) for k in keys}
-    for row in [header, *rows]:
+    rows = [{key: _cut(row[key], WIDTHS.get(key, 64)) for key in row} for row in rows]
+    keys = list(HEADER)
+    widths = {k: max(len(r[k]) for r in [HEADER, *rows]) for k in keys}
+    for row in [HEADER, *rows]:
         print(printable("  ".join(row[k].ljust(widths[k]) for k in keys).rstrip()))
     print(f"runs: {len(rows)} under {root}; make report RUN_ID=<run> for one of them")
     return 0

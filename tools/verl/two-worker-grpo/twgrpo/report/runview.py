@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..formats import bounded, tfevents
+from ..run import typed
 from ..run.findings import Finding, finding
 from ..run.humane import parse_time
 from ..checks.postflight import REQUIRED_SCALARS
@@ -31,6 +32,9 @@ MAX_SAMPLE_CHARS = 600   # characters of a prompt or response shown
 MAX_ROLLOUT_ROWS = 20000  # rows read per rollout file for its score summary
 MAX_FINDINGS = 200
 MAX_EVENT_BYTES = 512 << 20  # TensorBoard files read for charts, all files together
+MAX_EVENT_FILES = 256    # event files charted; more are left to TensorBoard
+MAX_ROLLOUT_FILES = 100_000  # names in rollouts/ looked at for the first and last step
+MAX_SHARDS = 512         # checkpoint shard files listed
 
 
 @dataclasses.dataclass
@@ -79,13 +83,27 @@ class RunView:
         return obj[len(prefix):] if obj.startswith(prefix) else obj
 
 
-def _record(run_dir: Path, name: str, problems: List[Finding]) -> Dict[str, Any]:
+def _record(run_dir: Path, name: str, problems: List[Finding],
+            statuses: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Any]:
+    """A record held to its schema (run/typed.py): RPT-E002 if it cannot be read at all, one
+    RPT-E020 naming the fields of the wrong type or range that the page leaves out. Its status
+    goes into statuses in runverdict.record_status's words (each record is parsed once)."""
+    wrong = typed.Problems()
+    statuses = {} if statuses is None else statuses
     try:
-        return bounded.read_object(run_dir / name)
+        record = typed.read_record(run_dir / name, typed.SCHEMAS[name], wrong)
     except bounded.Unreadable as exc:
+        statuses[name] = None if str(exc) == "missing" else "unreadable"
         if str(exc) != "missing":
             problems.append(finding("RPT-E002", name, f"cannot be read: {exc}"))
         return {}
+    statuses[name] = record.get("status") if record.get("status") in ("passed", "failed") \
+        else "unreadable"
+    if wrong.count:
+        more = f" (and {wrong.count - len(wrong)} more)" if wrong.count > len(wrong) else ""
+        problems.append(finding("RPT-E020", name, "left out, of the wrong type or range: "
+                                + "; ".join(wrong) + more))
+    return record
 
 
 def _finding_from_json(data: Any) -> Optional[Finding]:
@@ -109,7 +127,11 @@ def _thin(points: List[Tuple[int, float]]) -> List[Tuple[int, float]]:
 
 def scalar_series(run_dir: Path, problems: List[Finding]):
     folder = run_dir / "tensorboard"
-    files = sorted(folder.glob("events.out.tfevents.*")) if folder.is_dir() else []
+    files, complete = bounded.files_under(folder, "events.out.tfevents.", MAX_EVENT_FILES + 1)
+    if not complete:
+        problems.append(finding("RPT-E005", "tensorboard/", f"more than {MAX_EVENT_FILES} event "
+                                "files or too many other names: no charts; open TensorBoard"))
+        return [], []
     if not files:
         problems.append(finding("RPT-E005", "tensorboard/", "no events.out.tfevents.* file: no charts"))
         return [], []
@@ -128,9 +150,9 @@ def scalar_series(run_dir: Path, problems: List[Finding]):
     for problem in scalars.problems[:5]:
         problems.append(finding("RPT-E005", f"{Path(problem.path).name} record {problem.record}",
                                 problem.message))
-    if scalars.dropped:  # the reader's memory bound: the charts stop where it was reached
-        problems.append(finding("RPT-E005", "tensorboard/", f"{scalars.dropped} values past the "
-                                f"first {scalars.held} were not read: the charts end early; "
+    if scalars.dropped:  # the reader's memory bound on tags (long runs are thinned, not cut)
+        problems.append(finding("RPT-E005", "tensorboard/", f"{scalars.dropped} values were not "
+                                f"read: their tags came after the first {len(scalars.values)}; "
                                 "TensorBoard has them all"))
     tags = _ordered_tags(list(scalars.values))
     series = [(tag, _thin(sorted(scalars.values[tag].items()))) for tag in tags[:MAX_CHARTS]]
@@ -149,8 +171,8 @@ def rollout_file(path: Path) -> Dict[str, Any]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except ValueError:
+            row = bounded.loads(line)
+        except ValueError:  # not JSON, too deep, or an integer of more than 19 digits
             bad += 1
             continue
         score = row.get("score") if isinstance(row, dict) else None
@@ -172,8 +194,8 @@ def rollout_samples(run_dir: Path, problems: List[Finding]) -> Dict[int, Dict[st
     folder = run_dir / "rollouts"
     steps = []
     if folder.is_dir():
-        for path in folder.iterdir():
-            if path.suffix == ".jsonl" and path.stem.isdigit() and len(path.stem) < 10:
+        for path in bounded.first_entries(folder, "", MAX_ROLLOUT_FILES):
+            if path.suffix == ".jsonl" and bounded.ascii_digits(path.stem) and len(path.stem) < 10:
                 steps.append(int(path.stem))
     samples = {}
     for step in sorted({min(steps), max(steps)}) if steps else []:
@@ -186,23 +208,31 @@ def rollout_samples(run_dir: Path, problems: List[Finding]) -> Dict[int, Dict[st
     return samples
 
 
-def checkpoint_shards(run_dir: Path, evidence: Dict[str, Any]) -> List[Tuple[str, Optional[int], str]]:
+def checkpoint_shards(run_dir: Path, evidence: Dict[str, Any],
+                      problems: List[Finding]) -> List[Tuple[str, Optional[int], str]]:
     """(path, bytes, state) per shard: verified by postflight, or only present on disk."""
-    verified = evidence.get("checkpoint", {}).get("shards", {}) if isinstance(evidence, dict) else {}
-    shards = {str(k): (v if isinstance(v, int) else None, "verified") for k, v in
-              (verified.items() if isinstance(verified, dict) else [])}
+    verified = evidence.get("checkpoint", {}).get("shards", {})  # typed: Map(int)
+    shards = {str(k): (v, "verified") for k, v in list(verified.items())[:MAX_SHARDS]}
     root = run_dir / "checkpoints"
-    if root.is_dir():
-        for number, path in enumerate(sorted(root.glob("global_step_*/actor/*.pt"))):
-            if number >= 512:
+    seen = 0
+    for step_dir in bounded.first_entries(root, "global_step_", MAX_SHARDS):
+        for path in bounded.first_entries(step_dir / "actor", "", 8 * MAX_SHARDS):
+            if path.suffix != ".pt":
+                continue
+            if seen == MAX_SHARDS:
+                problems.append(finding("RPT-E022", "checkpoints/", f"more than {MAX_SHARDS} "
+                                        "shard files: the first found are listed"))
                 break
+            seen += 1
             rel = str(path.relative_to(run_dir))
             if rel not in shards:
                 try:
                     shards[rel] = (bounded.regular(path).st_size, "not verified")
                 except bounded.Unreadable as exc:
                     shards[rel] = (None, str(exc))
-    return [(name, *shards[name]) for name in sorted(shards)]
+        if problems and problems[-1].id == "RPT-E022":
+            break
+    return [(name, *shards[name]) for name in sorted(shards)[:MAX_SHARDS]]
 
 
 def collect_findings(records: Dict[str, Dict[str, Any]], own: List[Finding]):
@@ -239,11 +269,12 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
     if run_json_problem:
         problems.append(finding("RPT-E001", "run.json", f"{run_json_problem}; the report assumes "
                                 f"profile {profile_name}"))
-    run = _record(run_dir, "run.json", []) if not run_json_problem else {}
-    records = {phase: _record(run_dir, name, problems) for phase, name in PHASE_RECORDS}
+    run = _record(run_dir, "run.json", problems) if not run_json_problem else {}
+    statuses: Dict[str, Optional[str]] = {}
+    records = {phase: _record(run_dir, name, problems, statuses) for phase, name in PHASE_RECORDS}
+    verdict = latest_verdict(run_dir, lambda _, name: statuses[name])
     if os.path.lexists(run_dir / "resume.json"):  # the resume phase's record, for its card
-        records["resume"] = _record(run_dir, "resume.json", problems)
-    verdict = latest_verdict(run_dir)
+        records["resume"] = _record(run_dir, "resume.json", problems, {})
     if verdict.conflicts:
         problems += [finding("RPT-E004", "SUCCESS/FAILED", text) for text in verdict.conflicts]
     if verdict.status == "INCOMPLETE" and not verdict.conflicts:
@@ -268,5 +299,5 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
         workers=[w for w in workers if isinstance(w, dict)][:64] if isinstance(workers, list) else [],
         actors=[a for a in actors if isinstance(a, dict)][:1024] if isinstance(actors, list) else [],
         series=series, more_tags=more, samples=rollout_samples(run_dir, problems),
-        shards=checkpoint_shards(run_dir, evidence), findings=collect_findings(records, problems),
-        lineage=lin)
+        shards=checkpoint_shards(run_dir, evidence, problems),
+        findings=collect_findings(records, problems), lineage=lin)

@@ -12,6 +12,7 @@ from ..run.findings import UsageError, utc_now
 from ..run.humane import duration, number, printable, topology, when
 from ..run.profile import Profile
 from ..run.records import write_text
+from ..run import runpaths, typed
 from ..run.runpaths import run_folder
 
 REPORT_NAME = "report.html"
@@ -19,13 +20,14 @@ REPORT_NAME = "report.html"
 
 def run_json_problem(run_dir: Path) -> Optional[str]:
     """Why the run's own record cannot give the profile, or None when it can."""
+    wrong: List[str] = []
     try:
-        data = bounded.read_object(run_dir / "run.json")
+        data = typed.read_record(run_dir / "run.json", {"profile": typed.Need(runpaths.PROFILE)},
+                                 wrong, runpaths.MAX_RUN_JSON)
     except bounded.Unreadable as exc:
         return f"run.json is {exc}" if str(exc) == "missing" else f"run.json cannot be read: {exc}"
-    profile = data.get("profile")
-    if not isinstance(profile, dict) or not isinstance(profile.get("values"), dict):
-        return "run.json holds no profile values"
+    if "profile" not in data:
+        return "run.json holds no profile values" + (f" ({wrong[0]})" if wrong else "")
     return None
 
 

@@ -5,7 +5,7 @@ A test checks that README.md lists every id here, so the table cannot drift from
 CATALOG = {
     # The launcher, before it claims a run folder (exit 2) or when a bundle file differs (exit 1)
     "LAUNCH-E000": ("unknown launcher argument", "Run the launcher with no arguments (the job's environment carries its settings), or --help, or --verify-bundle."),
-    "LAUNCH-E001": ("a required command is missing", "Run in the verl image: python3, git, sha256sum and coreutils must be on PATH."),
+    "LAUNCH-E001": ("a required command is missing", "Run in the verl image: bash, python3 and coreutils (tee, mkdir, date, ln, sync) must be on PATH."),
     "LAUNCH-E002": ("STORAGE_ROOT is not set", "Keep `export STORAGE_ROOT=...` in the Driver command (make driver-command prints it)."),
     "LAUNCH-E003": ("RUN_ID is not set", "Add RUN_ID=<new name> to the job's environment variables."),
     "LAUNCH-E004": ("RUN_ID has characters outside [A-Za-z0-9._-]", "Use letters, digits, '.', '_' and '-', starting with a letter or digit."),
@@ -32,12 +32,23 @@ CATALOG = {
     "LAUNCH-E019": ("the launcher cannot write FAILED or resolved-command.txt", "The disk is full or read-only (the message names the cause); nothing half-written is left. Free space and re-run with a new RUN_ID, or judge a finished run again with make postflight RUN_ID=..."),
     "LAUNCH-E020": ("the launcher died and its watchdog stopped the phase", "Something killed the launcher (often the platform after its grace period): see FAILED's cause; re-run with a new RUN_ID."),
     "LAUNCH-E021": ("a phase ignored TERM and was killed", "The phase's whole process group got KILL after KILL_GRACE seconds; its last records may be missing. Re-run with a new RUN_ID."),
+    "LAUNCH-E040": ("PROBE_TIMEOUT is not a number of seconds", "Unset PROBE_TIMEOUT (default 120 s) or set it to a number above 0 and at most 86400 (abc, nan, inf, -1 and 0 are refused)."),
+    "LAUNCH-E041": ("TMPDIR is not a writable folder", "Unset TMPDIR in the job's environment, or set it to an existing, writable absolute path."),
+    "LAUNCH-E042": ("STORAGE_ROOT is not an absolute path", "Set STORAGE_ROOT to the volume's mount path in the job, starting with '/' (make driver-command prints it)."),
+    "LAUNCH-E043": ("STORAGE_ROOT holds characters a path of the bundle cannot carry", "Mount the volume at a path of letters, digits, '/', '.', '_' and '-', and set STORAGE_ROOT to it."),
+    "LAUNCH-E044": ("the bundle checker differs from the launcher's pin", "The installed bundle is not the one this launcher was pinned to: reinstall it (make install-tools) and re-copy the Driver command."),
+    "LAUNCH-E045": ("Driver command: no bundle under STORAGE_ROOT", "The volume is not mounted at STORAGE_ROOT in the job (the message names the path it looked at): mount it there, or install the bundle (make install-tools)."),
+    "LAUNCH-E046": ("Driver command: its bundle version is not installed", "The command was copied for a bundle version this volume does not hold (another volume, or a removed folder): re-copy it with make driver-command."),
+    "LAUNCH-E047": ("Driver command: the launcher differs from the command's pin", "The installed launcher was changed or reinstalled after the command was copied: re-copy the Driver command (make driver-command)."),
+    "LAUNCH-E048": ("the launcher was run by sh, not bash", "Run it with bash (the Driver command does, from bash or sh)."),
+    "LAUNCH-E049": ("TRACE is neither 1 nor 0", "Set TRACE=1 to trace every launcher command into driver.log, or leave it unset."),
+    "LAUNCH-E050": ("an installed bundle version differs from its own SHA256SUMS", "Installed versions are never overwritten: move that version folder away (it was changed by hand), then make install-tools again."),
     # Resume (RESUME_FROM=<earlier RUN_ID>: the launcher's resume phase, before any GPU time)
     "RES-E001": ("the run to resume from does not exist", "Set RESUME_FROM to the RUN_ID of a run folder under runs/verl/two-worker-grpo/ on this volume (a real folder, not a link)."),
     "RES-E002": ("the earlier run's run.json is missing or unreadable", "That folder was not left by this bundle's launcher, or its record is damaged: resume from another run, or start afresh."),
     "RES-E003": ("the earlier run used another profile", "Resume with the earlier run's PROFILE (its run.json names it); only SAVE_FREQ may differ."),
     "RES-E004": ("the earlier run used other input pins", "The verl commit, model or data pins differ: the checkpoint belongs to other inputs; start afresh with a new RUN_ID and no RESUME_FROM."),
-    "RES-E005": ("the earlier run used another bundle", "Resume with the bundle the earlier run used (its run.json holds the hashes), or start afresh."),
+    "RES-E005": ("the earlier run used another bundle", "Resume with the Driver command of the bundle the earlier run used: run.json's bundle_version names its folder, which stays installed (versions are never overwritten); or start afresh."),
     "RES-E006": ("the earlier run succeeded", "A SUCCESS is never resumed: its checkpoint is final. Start a new run if you want more steps."),
     "RES-E007": ("the earlier run is still running", "Wait until it ends (or stop it: it then leaves FAILED), then resume."),
     "RES-E008": ("the earlier run has no FAILED marker and no heartbeat", "A run from before heartbeats that was killed hard or still runs on another host: check that no job of it is alive, then write its FAILED marker (phase=unknown) by hand and resume. A run with a heartbeat needs no marker once its lease has run out."),
@@ -140,7 +151,23 @@ CATALOG = {
     "POST-E064": ("the resolved command lacks the resume overrides", "Run the bundle's launcher with RESUME_FROM unchanged: it adds trainer.resume_mode=resume_path and the checkpoint path."),
     "POST-E065": ("the earlier run's checkpoint differs from the hashes recorded at resume", "The checkpoint the run started from was changed or removed afterwards: the lineage cannot be proved."),
     "POST-E170": ("the run was stopped before its last step (preempted)", "Nothing is broken: the missing steps, files and final validation are missing because the run stopped. Resume it: a new job with a new RUN_ID and RESUME_FROM=<this RUN_ID>, or re-run the same job with RESUME_FROM=auto."),
+    "POST-E090": ("preflight.json cannot map ranks to nodes: not an object, or its workers have fields of the wrong type", "preflight.json comes only from the run's preflight phase: the record was damaged or written by something else; the run cannot be verified from it."),
     "POST-W001": ("a TensorBoard file ends in a cut-off record", "Usually the writer was stopped mid-write; earlier records are intact and were used."),
+    # make submit, stop, logs (the Ray Jobs REST API) and make rayjob, on the prep box
+    "SUB-E001": ("RAY_ADDRESS is not set", "Set RAY_ADDRESS=http://<head>:8265, the address of the head's dashboard, which serves the Ray job API."),
+    "SUB-E002": ("RAY_ADDRESS is not the job server's http:// address", "Use http://<head>:8265 (the dashboard port), not the GCS port (6379), not ray://<head>:10001 (Ray Client), and no path."),
+    "SUB-E003": ("the Ray job server cannot be reached", "Check the host and port in RAY_ADDRESS, that the head runs with its dashboard (ray[default]), and that this box can reach it (firewall, port-forward)."),
+    "SUB-E004": ("the address answers, but not as a Ray job server", "Point RAY_ADDRESS at the head's dashboard, http://<head>:8265; a proxy in between must pass /api/ through."),
+    "SUB-E005": ("the RUN_ID was already submitted to this cluster", "Set a new RUN_ID for every run, clone or retry (the submission id is the RUN_ID); make logs RUN_ID=... shows the earlier one."),
+    "SUB-E006": ("the job server refused a request", "The message carries the server's reason: fix it (often a RuntimeEnv the cluster cannot set up) and submit again with a new RUN_ID."),
+    "SUB-E007": ("the cluster has no job with that RUN_ID", "Check RUN_ID and RAY_ADDRESS: a job is known only to the cluster it was submitted to, while that cluster lives."),
+    "SUB-E010": ("the bundle cannot make the Driver command or RuntimeEnv", "Set PROFILE= to a profile of the bundle and STORAGE_ROOT= to the job's mount path (letters, digits, '/', '.', '_', '-')."),
+    "SUB-E011": ("a job variable cannot be set", "Write JOB_ENV=\"NAME=value ...\" with plain values; PROFILE and STORAGE_ROOT are make knobs, and the RuntimeEnv's pinned variables cannot be changed."),
+    "SUB-E012": ("RUN_ID is missing or malformed", "Set RUN_ID=<a new name>: at most 128 of [A-Za-z0-9._-], starting with a letter or digit."),
+    "SUB-E013": ("the run folder already exists on PREP_ROOT", "Set a new RUN_ID: a run folder is never reused (the launcher would refuse it, LAUNCH-E008)."),
+    "SUB-E014": ("a stopped job did not end in time", "Ray sends TERM, then KILL after RAY_JOB_STOP_WAIT_TIME_S: see make logs RUN_ID=... and the Ray dashboard; run make stop again."),
+    "SUB-E020": ("RAYJOB_HEAD_GPUS is neither empty nor 0", "Leave RAYJOB_HEAD_GPUS empty for a head holding the profile's GPUS_PER_NODE GPUs, or set 0 for a CPU-only head."),
+    "SUB-E021": ("RAYJOB_IMAGE or RAYJOB_CLAIM is malformed", "Set RAYJOB_IMAGE to the verl image reference and RAYJOB_CLAIM to the shared volume's PersistentVolumeClaim name."),
     # The report (make report): what could not be read, so the page shows a gap, not a guess
     "RPT-E001": ("run.json is missing or unreadable", "The launcher writes run.json first: check RUN_ID and PREP_ROOT; for a run started another way, set PROFILE= to the profile it used."),
     "RPT-E002": ("a JSON record is unreadable", "Re-run make postflight RUN_ID=... to rewrite verification.json and actor-placement.json; inputs.json and preflight.json come only from the run itself."),
@@ -150,6 +177,9 @@ CATALOG = {
     "RPT-E006": ("no rollout samples can be shown", "See postflight's POST-E018..E020; samples come from rollouts/<step>.jsonl."),
     "RPT-E007": ("the run has no verdict yet", "If the job has ended, its Driver was stopped before it could write FAILED: run make postflight RUN_ID=... to judge what it left."),
     "RPT-E050": ("the parent run of a resumed run is not beside it", "The charts cannot show the inherited steps: the parent's folder (run.json names it) was moved or removed from runs/ on this volume."),
+    "RPT-E020": ("a record's field has the wrong type or is out of range", "The page leaves those fields out. Records are written by the bundle: re-run make postflight RUN_ID=... to rewrite verification.json and actor-placement.json; inputs.json, preflight.json and run.json come only from the run itself."),
+    "RPT-E021": ("driver.log holds malformed launcher phase lines", "The launcher writes 'phase NAME started <UTC time>' and 'phase NAME ended with status N after S s'; other lines that look like them were written by something else and are left out of the timeline."),
+    "RPT-E022": ("more checkpoint shard files than the page lists", "The page lists the first shard files it finds; postflight's checkpoint check judges the step it needs."),
 }
 
 
@@ -163,7 +193,8 @@ def markdown_table() -> str:
 FAMILIES = {"LAUNCH": "the launcher, before and between phases", "GEN": "any phase: usage, disk, bugs",
             "INP": "the inputs phase and make verify-inputs", "PRE": "preflight, on the cluster",
             "RES": "the resume phase (RESUME_FROM)", "POST": "postflight, from the run folder",
-            "RPT": "make report and make runs"}
+            "RPT": "make report and make runs",
+            "SUB": "make submit, stop, logs and rayjob, on the prep box"}
 
 
 def markdown_page() -> str:

@@ -53,10 +53,17 @@ def checkpoint_dir(storage_root: Path, run_id: str, step: int) -> Path:
     return run_dir(storage_root, run_id) / "checkpoints" / f"global_step_{step}"
 
 
+def rollout_dir(storage_root: Path) -> Path:
+    """The installed bundle's HF-generate rollout adapter (rollout/), for ROLLOUT_ENGINE=hf."""
+    return Path(storage_root) / "tools" / "verl" / "two-worker-grpo" / "rollout"
+
+
 def runtime_env(profile: Profile, storage_root: Path) -> Dict[str, object]:
-    """The RuntimeEnv JSON to paste into the job form (Ray's runtime_env)."""
+    """The RuntimeEnv JSON to paste into the job form (Ray's runtime_env): the pinned verl
+    checkout on PYTHONPATH, and for ROLLOUT_ENGINE=hf the rollout adapter too, on every node."""
     verl = str(profile.verl_root(storage_root))
-    env = {"PYTHONPATH": verl, **FIXED_ENV}
+    path = f"{verl}:{rollout_dir(storage_root)}" if profile.ROLLOUT_ENGINE == "hf" else verl
+    env = {"PYTHONPATH": path, **FIXED_ENV}
     return {"working_dir": verl, "excludes": ["/.git/", "/docs/", "/tests/"], "env_vars": env}
 
 

@@ -10,6 +10,8 @@ import re
 from datetime import datetime
 from typing import Any, Optional
 
+from .typed import utc_time
+
 
 _TERMINAL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -79,19 +81,16 @@ def when(stamp: Any) -> str:
     """An ISO time as '2026-12-02 13:09:38 UTC'; anything else as it is."""
     parsed = parse_time(stamp)
     if parsed is None:
-        return str(stamp) if stamp else "—"
-    offset = parsed.utcoffset()
-    zone = "UTC" if offset is not None and not offset else parsed.strftime("%z") or ""
-    return f"{parsed:%Y-%m-%d %H:%M:%S} {zone}".strip()
+        if not stamp:
+            return "—"
+        text = stamp[:64] if isinstance(stamp, str) else "?"
+        return text if len(text) < 64 else text[:61] + "..."
+    return f"{parsed:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def parse_time(stamp: Any) -> Optional[datetime]:
-    if not isinstance(stamp, str) or not stamp:
-        return None
-    try:  # Python < 3.11 reads no 'Z'
-        return datetime.fromisoformat(stamp.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    """A UTC time as the bundle writes it (typed.utc_time: 'Z' or '+00:00', years 2000..2199)."""
+    return utc_time(stamp)
 
 
 def short_hash(value: Any, keep: int = 12) -> str:

@@ -22,7 +22,7 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
 BOOL = re.compile(r"^(true|false)$")
-NUMBER = re.compile(r"^[0-9.e+-]+$")
+NUMBER = re.compile(r"^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]{1,3})?$")  # a positive decimal
 POSITIVE = re.compile(r"^[1-9][0-9]*$")
 LINE = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$")
 
@@ -140,7 +140,8 @@ def parse_profile_text(text: str, source: str) -> Profile:
     for key, (form, meaning) in FIELDS.items():
         if key not in values:
             problems.append(f"{key} is missing ({meaning})")
-        elif not form.match(values[key]) or (not values[key] and key not in OPTIONAL_EMPTY):
+        elif not form.match(values[key]) or (not values[key] and key not in OPTIONAL_EMPTY) \
+                or (form is NUMBER and not 0 < float(values[key]) < 1e6):
             problems.append(f"{key}={values[key]!r} is not a valid {meaning}")
     if problems:
         raise UsageError(f"profile {source} is invalid:\n  " + "\n  ".join(problems))

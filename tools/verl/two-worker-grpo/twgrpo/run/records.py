@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..formats import bounded
+
 
 class RecordError(OSError):
     """A record or marker could not be written; str() names the id, the file and the cause.
@@ -119,6 +121,12 @@ def write_new_text(path: Path, text: str) -> bool:
     return True
 
 
-def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as stream:
-        return json.load(stream)
+def read_json(path: Path, limit: int = 1 << 20) -> Any:
+    """A small record or marker, bounded (formats/bounded.py); OSError if it cannot be opened,
+    ValueError if it is too large or not JSON."""
+    stream, _ = bounded.open_regular(path)
+    with stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    return bounded.loads(data)

@@ -7,15 +7,19 @@ records the profile the run used, which postflight and report read back.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
-from typing import Tuple
+from typing import List, Tuple
+
+from ..formats import bounded
+from . import typed
 
 from .findings import UsageError
 from .profile import NAME, Profile, env_lines, parse_profile_text
 from .runfolder import refuse_symlinked
 
 
+MAX_RUN_JSON = 1 << 20  # run.json is a few KiB (a resumed 64-node run's lineage some 200 KiB)
+PROFILE = {"name": str, "values": typed.Need(typed.Map(str))}
 MAX_RUN_ID = 128  # the launcher's limit too: a run folder name must fit every file system
 # A run folder holds at least one of these; a folder with none is not a run (nothing to judge).
 RUN_FILES = ("run.json", "driver.log", "training.log", "inputs.json", "preflight.json")
@@ -46,10 +50,17 @@ def run_folder(args: argparse.Namespace) -> Tuple[Path, str]:
 
 def recorded_profile(record: Path) -> Profile:
     """The profile a run recorded in its run.json (a UsageError says what to do if unreadable)."""
-    try:
-        data = json.loads(record.read_text(encoding="utf-8"))
-        values = data["profile"]["values"]
-        text = env_lines(values)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    wrong: List[str] = []
+    try:  # bounded: a 1 GiB or FIFO run.json is refused, never read whole or waited on
+        data = typed.read_record(record, {"profile": typed.Need(PROFILE)}, wrong, MAX_RUN_JSON)
+    except bounded.Unreadable as exc:
         raise UsageError(f"{record}: cannot read the run's profile ({exc}); pass --profile")
-    return parse_profile_text(text, f"{record} (profile {data['profile'].get('name')})")
+    if "profile" not in data:
+        raise UsageError(f"{record}: cannot read the run's profile ("
+                         f"{wrong[0] if wrong else 'no profile values'}); pass --profile")
+    name = data["profile"].get("name", "?")
+    try:
+        text = env_lines(data["profile"]["values"])
+    except ValueError as exc:
+        raise UsageError(f"{record}: cannot read the run's profile ({exc}); pass --profile")
+    return parse_profile_text(text, f"{record} (profile {name[:80]})")

@@ -1,0 +1,62 @@
+"""The Driver command: one short paste for the job form (bash or sh) that checks the volume,
+the bundle version it pins, RUN_ID and the launcher's sha256, each with its own message, before
+any tool's raw output, then starts the launcher in a bash that reads no BASH_ENV, ENV or
+exported function (-p). Every command that hashes or executes goes by absolute path
+(/usr/bin/env), so no shell function of the job's environment can stand in for it.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from prep.bundle import BUNDLES_REL, LAUNCHER_NAME, sha256, version_of
+
+DRIVER = """\
+# The job's environment variables: RUN_ID=<a new name> (required); SAVE_FREQ=<N> saves
+# a checkpoint every N steps; RESUME_FROM=<a preempted run's RUN_ID> continues that run
+# from its latest complete checkpoint (under the new RUN_ID). Runs in bash or sh.
+{exports}
+b=$STORAGE_ROOT/{bundle_parent} v={version}; launcher=$b/$v/{launcher}
+[ -d "$b" ] || {{ echo "driver: (LAUNCH-E045) $b is missing: the shared volume is not mounted at STORAGE_ROOT=$STORAGE_ROOT (or the bundle is not installed) — mount the volume there in the job form" >&2; exit 2; }}
+[ -f "$launcher" ] || {{ echo "driver: (LAUNCH-E046) bundle $v of this command is not in $b (the latest installed is $(cat "$b/LATEST" 2>/dev/null)) — re-copy the Driver command: make driver-command" >&2; exit 2; }}
+[ -n "${{RUN_ID:-}}" ] || {{ echo "driver: (LAUNCH-E003) RUN_ID is not set — add RUN_ID=<a new name> to the job's environment variables" >&2; exit 2; }}
+case $(/usr/bin/env sha256sum "$launcher") in
+  "{sha} "*) echo "driver: $launcher verified (bundle $v)"; exec /usr/bin/env bash --noprofile --norc -p "$launcher" ;;
+  *) echo "driver: (LAUNCH-E047) $launcher differs from this command's pin: the bundle there was changed or reinstalled after this command was copied — re-copy the Driver command (make driver-command)" >&2; exit 1 ;;
+esac"""
+
+
+def cmd_driver_command(args: argparse.Namespace) -> int:
+    root = args.storage_root.rstrip("/") or "/"
+    for value, name in ((root, "STORAGE_ROOT"), (args.profile, "PROFILE"), (args.run_id, "RUN_ID"),
+                        (args.bundle_dir, "--bundle-dir")):
+        if value and not re.match(r"^[A-Za-z0-9/._-]+$", value):
+            print(f"driver-command: {name}={value!r} holds characters a job form would mangle; "
+                  "use letters, digits, '/', '.', '_' and '-'", file=sys.stderr)
+            return 2
+    if not root.startswith("/"):
+        print(f"driver-command: STORAGE_ROOT={root} is not an absolute path; set it to where the "
+              "job mounts the volume, e.g. /mnt/verl-reproduction", file=sys.stderr)
+        return 2
+    launcher = Path(args.launcher)
+    profiles = launcher.parent / "profiles"
+    if args.profile and not (profiles / f"{args.profile}.env").is_file():
+        known = ", ".join(sorted(p.stem for p in profiles.glob("*.env")))
+        print(f"driver-command: PROFILE={args.profile} is not a profile of the bundle; set PROFILE= "
+              f"to one of: {known}", file=sys.stderr)
+        return 2
+    if args.ignored_run_id:
+        print(f"driver-command: RUN_ID={args.ignored_run_id} is left out: the Driver command is the "
+              "same for every run; put RUN_ID=<a new name> in the job form's environment "
+              "variables instead", file=sys.stderr)
+    exports = [f"export STORAGE_ROOT={root}"]
+    exports += [f"export PROFILE={args.profile}"] if args.profile else []
+    exports += [f"export RUN_ID={args.run_id}"] if args.run_id else []
+    # --bundle-dir: a flat install in that exact folder (make smoke's and the tests' volumes)
+    parent, version = (args.bundle_dir.rstrip("/").rsplit("/", 1) if args.bundle_dir
+                       else (BUNDLES_REL, version_of(launcher)))
+    print(DRIVER.format(exports="\n".join(exports), bundle_parent=parent, version=version,
+                        launcher=LAUNCHER_NAME, sha=sha256(launcher)))
+    return 0

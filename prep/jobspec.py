@@ -1,0 +1,115 @@
+"""What a job submission carries: the entrypoint (the Driver command) and its RuntimeEnv.
+
+The same two values go to `make submit` (Ray Jobs REST API) and into `make rayjob`'s KubeRay
+RayJob, so one test of a submitted run covers both. The Driver command is prep/bundle.py's,
+unchanged; the RuntimeEnv is the bundle's own (`runtime-env`, the hosted form's) without its
+client-side paths, plus the job's variables.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Optional
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from prep import bundle  # noqa: E402  (the Driver command, the bundle's paths)
+
+# The RuntimeEnv keys that name files on the submitting machine: `ray job submit` uploads them
+# from there (and fails when the volume is not mounted there); the pinned verl checkout reaches
+# every node through PYTHONPATH on the shared volume instead.
+CLIENT_SIDE = ("working_dir", "excludes", "py_modules")
+# The launcher's variables a job sets (make submit's knobs; JOB_ENV adds any other NAME=value).
+JOB_VARIABLES = ("RUN_ID", "SAVE_FREQ", "RESUME_FROM", "KILL_GRACE", "PROBE_TIMEOUT")
+# Set by the Driver command itself: a job variable of the same name would be overridden there.
+COMMAND_VARIABLES = ("STORAGE_ROOT", "PROFILE")
+# Ray's `job stop` sends TERM, then KILL after RAY_JOB_STOP_WAIT_TIME_S (Ray's default 3 s):
+# give the launcher time to write FAILED and stop its phase (TERM, KILL_GRACE, then KILL).
+STOP_WAIT_S = 60
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+VALUE = re.compile(r"^[A-Za-z0-9._/:,@+=-]*$")  # nothing a shell or YAML would read
+
+
+class SpecError(Exception):
+    """One line: (SUB-Ennn) what went wrong — what to do."""
+
+
+def driver_command(storage_root: str, profile: str, launcher: Path) -> str:
+    """prep/bundle.py's Driver command, exactly as `make driver-command` prints it."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = bundle.main(["driver-command", storage_root, "--profile", profile,
+                              "--launcher", str(launcher)])
+    if status:
+        raise SpecError(f"(SUB-E010) {err.getvalue().strip()}")
+    return out.getvalue().rstrip("\n")
+
+
+def entrypoint(command: str) -> str:
+    """The Driver command as a job entrypoint: Ray runs it with /bin/sh -c, so hand the whole
+    script, quoted once, to bash (the command needs bash: pipefail, [[ ]])."""
+    return f"bash -c {shlex.quote(command)}"
+
+
+def bundle_runtime_env(storage_root: str, profile: str, bundle_dir: Path) -> Dict[str, object]:
+    """The bundle's RuntimeEnv for the profile (what `make runtime-env` prints)."""
+    verifier = bundle_dir / bundle.VERIFIER_NAME
+    args = [sys.executable, "-I", "-B", str(verifier), "runtime-env", "--storage-root", storage_root]
+    if profile:
+        args += ["--profile", profile]
+    out = subprocess.run(args, capture_output=True, text=True)
+    if out.returncode:
+        last = (out.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SpecError(f"(SUB-E010) the bundle cannot build the RuntimeEnv for PROFILE={profile!r}: "
+                        f"{last}")
+    return json.loads(out.stdout)
+
+
+def job_runtime_env(storage_root: str, profile: str, bundle_dir: Path,
+                    variables: Dict[str, str]) -> Dict[str, object]:
+    """A RuntimeEnv valid for job submission: no client-side paths, the job's variables as env."""
+    env = {k: v for k, v in bundle_runtime_env(storage_root, profile, bundle_dir).items()
+           if k not in CLIENT_SIDE}
+    env_vars = dict(env.get("env_vars") or {})
+    for name, value in variables.items():
+        if not NAME.match(name) or name in COMMAND_VARIABLES or name in env_vars:
+            why = ("the Driver command sets it" if name in COMMAND_VARIABLES else
+                   "the bundle's RuntimeEnv pins it" if name in env_vars else "not a variable name")
+            raise SpecError(f"(SUB-E011) job variable {name!r} cannot be set: {why} — set "
+                            "PROFILE= and STORAGE_ROOT= as make knobs, other variables as NAME=value")
+        if not VALUE.match(value):
+            raise SpecError(f"(SUB-E011) {name}={value!r} holds characters outside "
+                            "[A-Za-z0-9._/:,@+=-] — use a plain value")
+    env_vars.update({name: value for name, value in variables.items() if value})
+    env_vars.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(STOP_WAIT_S))
+    env["env_vars"] = env_vars
+    return env
+
+
+def check_run_id(run_id: str) -> str:
+    """RUN_ID as the launcher will accept it (the submission id is the RUN_ID)."""
+    if not run_id:
+        raise SpecError("(SUB-E012) no RUN_ID given — set RUN_ID=<a new name> (a new "
+                        "name for every run, clone or retry)")
+    if len(run_id) > 128 or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", run_id):
+        raise SpecError(f"(SUB-E012) RUN_ID {run_id!r} must be at most 128 of [A-Za-z0-9._-], "
+                        "starting with a letter or digit — set RUN_ID=<a new name>")
+    return run_id
+
+
+def job_spec(storage_root: str, profile: str, bundle_dir: Optional[Path],
+             variables: Dict[str, str]) -> Dict[str, object]:
+    """Everything a submission needs: submission id, entrypoint, runtime env, metadata."""
+    run_id = check_run_id(variables.get("RUN_ID", ""))
+    bundle_dir = bundle_dir or bundle.BUNDLE
+    command = driver_command(storage_root, profile, bundle_dir / bundle.LAUNCHER_NAME)
+    return {"submission_id": run_id, "entrypoint": entrypoint(command),
+            "runtime_env": job_runtime_env(storage_root, profile, bundle_dir, variables),
+            "metadata": {"run_id": run_id, "profile": profile or "default",
+                         "storage_root": storage_root}}

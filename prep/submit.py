@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Summary: Submit the Driver command to a Ray cluster's job server, follow it, stop it, read it.
+
+Usage: prep/submit.py submit --address URL --run-id ID [--profile NAME] [--storage-root DIR]
+                             [--prep-root DIR] [--bundle DIR] [--poll S] [--var KEY=VALUE]...
+       prep/submit.py stop --address URL --run-id ID
+       prep/submit.py logs --address URL --run-id ID
+
+The job's submission id is its RUN_ID; its entrypoint is the Driver command (make
+driver-command) and its RuntimeEnv the bundle's (make runtime-env) without client-side paths,
+with RUN_ID and the job's variables as environment variables. `submit` follows the job's status
+and log until it ends and exits with the run's verdict. Standard library only.
+Exit codes: 0 the run ended with SUCCESS (stop, logs: done); 1 the run failed or was stopped
+(the launcher's own exit status when Ray reports it); 2 usage error, unreachable or wrong
+address; 130 interrupted while following (the job runs on).
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from prep import jobspec  # noqa: E402
+from prep.jobs_api import TERMINAL, JobsClient, JobsError, TooLarge, parse_address  # noqa: E402
+
+PROG = "submit"
+STOP_WAIT_S = jobspec.STOP_WAIT_S + 30  # how long `stop` waits for the job to end
+
+
+OPEN_LINE = [False]  # the log printed so far ends inside a line
+
+
+def say(text: str) -> None:
+    if OPEN_LINE[0]:  # finish the log's open line first, so this line stands on its own
+        print(flush=True)
+        OPEN_LINE[0] = False
+    print(f"{PROG}: {text}", file=sys.stderr, flush=True)
+
+
+def run_folder(storage_root: str, run_id: str) -> str:
+    return f"{storage_root.rstrip('/')}/runs/verl/two-worker-grpo/{run_id}"
+
+
+def verdict_code(info: dict) -> int:
+    """0 for SUCCEEDED; otherwise the launcher's exit status when Ray has it, else 1."""
+    if info.get("status") == "SUCCEEDED":
+        return 0
+    code = info.get("driver_exit_code")
+    return code if isinstance(code, int) and 0 < code < 256 else 1
+
+
+class LogFollower:
+    """Prints the part of the job's log not printed yet; gives up (saying so) past MAX_BODY."""
+
+    def __init__(self, client: JobsClient, job_id: str, where: str):
+        self.client, self.job_id, self.where = client, job_id, where
+        self.printed = 0
+        self.active = True
+        self.next_at = 0.0  # a long log is fetched less often: every second per MiB it holds
+
+    def poll(self, final: bool = False) -> None:
+        if not self.active or (time.monotonic() < self.next_at and not final):
+            return
+        try:
+            text = self.client.logs(self.job_id)
+        except TooLarge:
+            self.active = False
+            say(f"the job's log is over 64 MiB: no longer following it; read {self.where}/driver.log")
+            return
+        self.next_at = time.monotonic() + len(text) / (1024 * 1024)
+        if len(text) > self.printed:
+            sys.stdout.write(text[self.printed:])
+            sys.stdout.flush()
+            self.printed = len(text)
+            OPEN_LINE[0] = not text.endswith("\n")
+
+
+def failed_marker(prep_root: str, run_id: str) -> str:
+    """The FAILED marker's fields on one line, when this box mounts the volume (else empty)."""
+    if not prep_root:
+        return ""
+    try:
+        with open(Path(run_folder(prep_root, run_id), "FAILED"), "rb") as stream:
+            text = stream.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    keep = ("phase", "exit_status", "signal", "cause")
+    return " ".join(line for line in text.splitlines() if line.split("=", 1)[0] in keep)
+
+
+def follow(client: JobsClient, job_id: str, where: str, poll_s: float, prep_root: str = "") -> int:
+    """Status changes and new log lines until the job ends; the run's verdict as exit code."""
+    logs = LogFollower(client, job_id, where)
+    start, last = time.monotonic(), None
+    while True:
+        info = client.status(job_id)
+        status = info.get("status")
+        logs.poll(final=status in TERMINAL)
+        if status != last:
+            say(f"{job_id}: {status} after {time.monotonic() - start:.0f} s")
+            last = status
+        if status in TERMINAL:
+            break
+        time.sleep(poll_s)
+    code = verdict_code(info)
+    marker = failed_marker(prep_root, job_id) if code else ""
+    status_there = re.search(r"\bexit_status=(\d+)\b", marker)
+    if code and info.get("driver_exit_code") is None and status_there:
+        code = min(int(status_there.group(1)), 255) or 1  # the launcher's own status
+    if code == 0:
+        say(f"{job_id}: SUCCESS — the run's folder is {where} (make report RUN_ID={job_id})")
+    else:
+        message = f"FAILED {marker}" if marker else " ".join(str(info.get("message") or "").split())[:300]
+        say(f"{job_id}: {status}, exit status {code}: {message} — the run's FAILED marker in "
+            f"{where} says which phase and why (make report RUN_ID={job_id})")
+    return code
+
+
+def job_variables(items) -> dict:
+    """--var NAME=value items (empty values are left out: an unset knob)."""
+    bad = [item for item in items if "=" not in item]
+    if bad:
+        raise JobsError("SUB-E011", f"job variable {bad[0]!r} is not NAME=value — write "
+                        "JOB_ENV=\"NAME=value NAME=value\"")
+    return dict(item.split("=", 1) for item in items)
+
+
+def cmd_submit(args: argparse.Namespace, client: JobsClient) -> int:
+    variables = job_variables(args.var)
+    variables["RUN_ID"] = args.run_id
+    spec = jobspec.job_spec(args.storage_root, args.profile,
+                            Path(args.bundle) if args.bundle else None, variables)
+    if args.prep_root and Path(args.prep_root).is_dir():
+        here = Path(run_folder(args.prep_root, args.run_id))
+        if here.exists():
+            raise JobsError("SUB-E013", f"{here} exists: RUN_ID {args.run_id} has run before — set a "
+                            "new RUN_ID for every run, clone or retry")
+    version = client.version()
+    client.submit(**spec)
+    say(f"submitted {args.run_id} to {client.base} (Ray {version.get('ray_version')}); "
+        f"following it (Ctrl-C stops following, not the job: make stop RUN_ID={args.run_id})")
+    try:
+        mounted = bool(args.prep_root) and Path(args.prep_root).is_dir()  # this box's view
+        where = run_folder(args.prep_root if mounted else args.storage_root, args.run_id)
+        return follow(client, args.run_id, where, args.poll, args.prep_root)
+    except KeyboardInterrupt:
+        say(f"stopped following; {args.run_id} runs on — make logs RUN_ID={args.run_id}, "
+            f"make stop RUN_ID={args.run_id}")
+        return 130
+
+
+def cmd_stop(args: argparse.Namespace, client: JobsClient) -> int:
+    info = client.status(args.run_id)
+    if info.get("status") in TERMINAL or not client.stop(args.run_id):
+        say(f"{args.run_id} had already ended: {client.status(args.run_id).get('status')}")
+        return 0
+    say(f"{args.run_id}: stop sent (SIGTERM: the launcher writes FAILED with signal=TERM)")
+    deadline = time.monotonic() + args.wait
+    while time.monotonic() < deadline:
+        status = client.status(args.run_id).get("status")
+        if status in TERMINAL:
+            say(f"{args.run_id}: {status}")
+            return 0
+        time.sleep(1)
+    say(f"(SUB-E014) {args.run_id} is still not stopped after {args.wait:.0f} s — see make logs "
+        f"RUN_ID={args.run_id} and the Ray dashboard")
+    return 1
+
+
+def cmd_logs(args: argparse.Namespace, client: JobsClient) -> int:
+    info = client.status(args.run_id)
+    try:
+        sys.stdout.write(client.logs(args.run_id))
+    except TooLarge:
+        say("the job's log is over 64 MiB; read driver.log in the run's folder instead")
+    sys.stdout.flush()
+    say(f"{args.run_id}: {info.get('status')}")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="prep/submit.py", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("submit", "stop", "logs"):
+        p = sub.add_parser(name)
+        p.add_argument("--address", default="", help="the head's job server, http://<head>:8265")
+        p.add_argument("--run-id", default="")
+        if name == "stop":
+            p.add_argument("--wait", type=float, default=STOP_WAIT_S,
+                           help="seconds to wait for the job to end")
+        if name == "submit":
+            p.add_argument("--profile", default="")
+            p.add_argument("--storage-root", default=jobspec.bundle.DEFAULT_JOB_ROOT,
+                           help="where the job mounts the volume")
+            p.add_argument("--prep-root", default="", help="where this box mounts it (optional)")
+            p.add_argument("--bundle", default="", help="the bundle folder (default: this checkout's)")
+            p.add_argument("--poll", type=float, default=2.0, help="seconds between status polls")
+            p.add_argument("--var", action="append", default=[], metavar="KEY=VALUE",
+                           help=f"a job variable ({', '.join(jobspec.JOB_VARIABLES[1:])}, ...)")
+    args = parser.parse_args(argv)
+    try:
+        client = JobsClient(parse_address(args.address))
+        if args.command != "submit" and not args.run_id:
+            raise JobsError("SUB-E012", f"no RUN_ID given — make {args.command} RUN_ID=<the run>")
+        return {"submit": cmd_submit, "stop": cmd_stop, "logs": cmd_logs}[args.command](args, client)
+    except (JobsError, jobspec.SpecError) as exc:
+        say(str(exc))
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,65 @@
+"""Postflight at the size of real runs: a 512-node x 8-GPU run whose preflight.json holds each
+node's whole probe (megabytes), and finding text that stays linear in the ranks."""
+import json
+
+import pytest
+import synthrun
+from twgrpo.cli import main
+from twgrpo.run.profile import load_profile, with_overrides
+from verification import failed_ids
+
+NODES, GPUS = 512, 8
+PROBE = {"env": {f"VAR_{i:03d}": "x" * 40 for i in range(100)}}  # about 6 KB a node, as a real probe
+
+
+def big_profile(tmp_path):
+    profile = with_overrides(load_profile("tutorial-2x2-a100"), NODES=NODES, GPUS_PER_NODE=GPUS,
+                             TRAIN_BATCH_SIZE=NODES * GPUS, PPO_MINI_BATCH_SIZE=NODES * GPUS)
+    path = tmp_path / "big-512x8.env"
+    path.write_text("".join(f"{k}={v}\n" for k, v in profile.values.items()).replace(
+        "PROFILE_NAME=tutorial-2x2-a100", "PROFILE_NAME=big-512x8"))
+    return profile, path
+
+
+@pytest.fixture(scope="module")
+def big_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("scale")
+    profile, path = big_profile(tmp)
+    hosts = [{"hostname": f"node-{i:04d}", "ip": f"10.{i >> 8}.{i & 255}.1"} for i in range(NODES)]
+    run = tmp / "runs" / "verl" / "two-worker-grpo" / "exp-big"
+    synthrun.write_run(run, profile, "exp-big", "/mnt/verl-reproduction", hosts, noise=2)
+    record = json.loads((run / "preflight.json").read_text())
+    record["nodes"] = [dict(PROBE, hostname=h["hostname"]) for h in hosts]
+    (run / "preflight.json").write_text(json.dumps(record, indent=2))
+    return run, path
+
+
+def test_a_healthy_512_by_8_run_passes_though_preflight_json_is_megabytes(big_run):
+    run, profile = big_run
+    assert (run / "preflight.json").stat().st_size > 2 << 20
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(profile)]) == 0
+    placement = json.loads((run / "actor-placement.json").read_text())
+    assert len(placement["actors"]) == NODES * GPUS and set(placement["node_counts"].values()) == {GPUS}
+
+
+def test_unknown_hosts_are_named_once_not_once_per_rank(big_run, tmp_path):
+    run, profile = big_run
+    record = json.loads((run / "preflight.json").read_text())
+    for worker in record["workers"][1:]:  # preflight saw other machines than the log shows
+        worker["hostname"] = "other-" + worker["hostname"]
+    (run / "preflight.json").write_text(json.dumps(record))
+    try:
+        assert main(["postflight", "--output-dir", str(run), "--profile", str(profile)]) == 1
+        assert failed_ids(run) == {"POST-E010", "POST-E011"}
+        text = (run / "verification.json").read_text()
+        findings = [f for c in json.loads(text)["checks"] for f in c["findings"]
+                    if f["id"] == "POST-E010"]
+        assert len(findings) == NODES  # one for each of 511 unknown hosts, one listing preflight's
+        assert "8 rank(s) (8-15) ran on host node-0001" in findings[0]["message"]
+        assert sum(f["message"].count("other-node-0002") for f in findings) == 1
+        # Linear in the ranks: 28 MB at this size when each rank's finding listed every host.
+        assert len(json.dumps(findings)) < 256 << 10
+    finally:
+        (run / "SUCCESS").unlink(missing_ok=True)
+        for moved in run.glob("SUCCESS.superseded-*"):
+            moved.unlink()

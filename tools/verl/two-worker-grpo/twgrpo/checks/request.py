@@ -1,0 +1,183 @@
+"""The run request, checked before the launcher writes anything: every job variable (STORAGE_ROOT,
+RUN_ID, PROFILE, SAVE_FREQ, RESUME_FROM, KILL_GRACE, PROBE_TIMEOUT, TMPDIR, TRACE), the profile's
+values, the volume, the input folders and the run folder to be. Each problem is one line with
+its finding id and what to do; the launcher stops (exit 2) before it claims a RUN_ID.
+
+On success it prints shell assignments (each value quoted by shlex) that the launcher evaluates:
+the run's paths and the validated numbers, so the shell parses nothing itself.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from . import attempt
+from ..run.findings import UsageError
+from ..run.profile import Profile, load_profile
+from ..run.runpaths import run_dir
+
+PROG = "run-two-worker-grpo-v1"
+RUN_ID_FORM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+MAX_RUN_ID = 128
+ROOT_FORM = re.compile(r"^/[A-Za-z0-9/._-]*$")
+WHOLE = re.compile(r"^[1-9][0-9]{0,8}$")
+SECONDS = re.compile(r"^[0-9]{1,6}(\.[0-9]{1,3})?$")
+MAX_PROBE_TIMEOUT = 86400.0
+DEFAULT_PROBE_TIMEOUT = "120"
+DEFAULT_KILL_GRACE = "10"
+
+
+class RequestError(Exception):
+    """One or more problems, each '(ID) what went wrong — what to do'."""
+
+    def __init__(self, problems: List[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def variable_problems(env: Mapping[str, str]) -> List[str]:
+    """The job variables' own form: nothing on disk is looked at yet."""
+    problems = []
+    root = env.get("STORAGE_ROOT", "")
+    run_id = env.get("RUN_ID", "")
+    if not root:
+        problems.append("(LAUNCH-E002) STORAGE_ROOT is not set — export STORAGE_ROOT=<the shared "
+                        "volume's mount path in the job>")
+    elif not root.startswith("/"):
+        problems.append(f"(LAUNCH-E042) STORAGE_ROOT {root!r} is not an absolute path — set it to "
+                        "the volume's mount path, starting with '/' (make driver-command prints it)")
+    elif not ROOT_FORM.match(root):
+        problems.append(f"(LAUNCH-E043) STORAGE_ROOT {root!r} holds characters outside letters, "
+                        "digits, '/', '.', '_' and '-' — mount the volume at a plain path and set "
+                        "STORAGE_ROOT to it")
+    if not run_id:
+        problems.append("(LAUNCH-E003) RUN_ID is not set — add a new RUN_ID to the job's "
+                        "environment variables")
+    elif len(run_id) > MAX_RUN_ID:
+        problems.append(f"(LAUNCH-E015) RUN_ID is {len(run_id)} characters long; at most "
+                        f"{MAX_RUN_ID} are allowed — set a shorter RUN_ID")
+    elif not RUN_ID_FORM.match(run_id):
+        problems.append(f"(LAUNCH-E004) RUN_ID '{run_id}' must match {RUN_ID_FORM.pattern} — use "
+                        "letters, digits, '.', '_' and '-'")
+    save_freq = env.get("SAVE_FREQ", "")
+    if save_freq and not WHOLE.match(save_freq):
+        problems.append(f"(LAUNCH-E030) SAVE_FREQ '{save_freq}' must be a positive whole number — "
+                        "set SAVE_FREQ=<steps between checkpoints>, or leave it unset")
+    resume_from = env.get("RESUME_FROM", "")
+    if resume_from and resume_from != "auto" and (not RUN_ID_FORM.match(resume_from) or len(resume_from) > MAX_RUN_ID
+                        or resume_from == run_id):
+        problems.append(f"(LAUNCH-E031) RESUME_FROM '{resume_from}' must be the RUN_ID of another, "
+                        "preempted run — set it to that run's RUN_ID")
+    profile = env.get("PROFILE", "")
+    if profile and (not RUN_ID_FORM.match(profile) or profile.endswith(".env")):
+        problems.append(f"(LAUNCH-E009) PROFILE '{profile}' must name a profile in the bundle "
+                        "(profiles/<name>.env, hash-checked), not a path")
+    grace = env.get("KILL_GRACE") or DEFAULT_KILL_GRACE
+    if not re.match(r"^[1-9][0-9]{0,3}$", grace):
+        problems.append(f"(LAUNCH-E016) KILL_GRACE '{grace}' must be a whole number of seconds "
+                        "from 1 to 9999 — unset it for the default 10")
+    if probe_timeout(env.get("PROBE_TIMEOUT") or DEFAULT_PROBE_TIMEOUT) is None:
+        problems.append(f"(LAUNCH-E040) PROBE_TIMEOUT '{env.get('PROBE_TIMEOUT')}' must be a number "
+                        f"of seconds above 0 and at most {MAX_PROBE_TIMEOUT:.0f} — unset it for "
+                        f"the default {DEFAULT_PROBE_TIMEOUT}")
+    if env.get("TRACE", "") not in ("", "0", "1"):
+        problems.append(f"(LAUNCH-E049) TRACE '{env['TRACE']}' must be 1 (trace every command) or 0 "
+                        "— set TRACE=1, or leave it unset")
+    if "TMPDIR" in env:
+        tmp = env["TMPDIR"]
+        if not (tmp.startswith("/") and os.path.isdir(tmp) and os.access(tmp, os.W_OK | os.X_OK)):
+            problems.append(f"(LAUNCH-E041) TMPDIR {tmp!r} is not a writable folder — unset TMPDIR "
+                            "or set it to an existing, writable absolute path")
+    return problems
+
+
+def probe_timeout(text: str) -> Optional[float]:
+    """Seconds as a finite number in (0, MAX]; None for anything else (abc, nan, inf, -1, 0)."""
+    if not SECONDS.match(text):
+        return None
+    value = float(text)
+    return value if math.isfinite(value) and 0 < value <= MAX_PROBE_TIMEOUT else None
+
+
+def volume_problems(env: Mapping[str, str]) -> Tuple[Profile, Path]:
+    """The volume, the profile, the input folders and the run folder to be, in that order."""
+    root = env["STORAGE_ROOT"]
+    if not os.path.isdir(root):
+        raise RequestError([f"(LAUNCH-E005) STORAGE_ROOT {root} is not a directory — mount the "
+                            "shared volume there"])
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise RequestError([f"(LAUNCH-E006) STORAGE_ROOT {root} is not writable — mount the "
+                            "volume read-write"])
+    try:
+        profile = load_profile(env.get("PROFILE") or None)
+    except UsageError as exc:
+        raise RequestError([f"{exc}", f"(LAUNCH-E009) profile '{env.get('PROFILE') or 'default'}' "
+                            "cannot be used (see above) — pick one in the bundle's profiles/"])
+    for folder in (profile.verl_root(root), profile.model_root(root), profile.data_root(root)):
+        if not folder.is_dir():
+            raise RequestError([f"(LAUNCH-E007) input folder {folder} is missing — prepare and "
+                                "check inputs on the prep box: make prepare-inputs verify-inputs"])
+    planned = run_dir(root, env["RUN_ID"])
+    if os.path.lexists(planned):
+        raise RequestError([f"(LAUNCH-E008) run folder {planned} already exists — set a new "
+                            "RUN_ID; a run folder is never reused"])
+    deepest = planned.parent
+    while not os.path.lexists(deepest):
+        deepest = deepest.parent
+    if os.path.isdir(deepest) and not os.access(deepest, os.W_OK | os.X_OK):  # a file: E018
+        raise RequestError([f"(LAUNCH-E017) {deepest} is not writable, so the run folder cannot be "
+                            "created — mount the volume read-write (runs/ included)"])
+    return profile, planned
+
+
+def check(env: Mapping[str, str]) -> Dict[str, str]:
+    """The launcher's settings for a valid request; RequestError lists what is wrong."""
+    problems = variable_problems(env) + attempt.heartbeat_problems(env)
+    if problems:
+        raise RequestError(problems)
+    env, preemption = _attempt(env)
+    profile, planned = volume_problems(env)
+    return {**preemption, "PROFILE_NAME": profile.PROFILE_NAME, "RUN_DIR_PLANNED": str(planned),
+            "KILL_GRACE": env.get("KILL_GRACE") or DEFAULT_KILL_GRACE,
+            "PROBE_TIMEOUT": env.get("PROBE_TIMEOUT") or DEFAULT_PROBE_TIMEOUT}
+
+
+def _attempt(env: Mapping[str, str]) -> Tuple[Mapping[str, str], Dict[str, str]]:
+    """A retry's next attempt and RESUME_FROM=auto (checks/attempt.py), the heartbeat's timing."""
+    try:
+        return attempt.request_env(env)
+    except UsageError as exc:
+        raise RequestError([str(exc)])
+
+
+def main(env: Mapping[str, str]) -> int:
+    try:
+        settings = check(env)
+    except RequestError as exc:
+        for problem in exc.problems:
+            print(f"{PROG}: {problem}", file=sys.stderr)
+        return 2
+    for key, value in settings.items():
+        print(f"{key}={shlex.quote(value)}")
+    return 0
+
+
+# What the job's environment can still change after the launcher dropped its shell hooks: the
+# Python that PATH finds, what it imports besides the standard library, and preloaded libraries.
+RECORDED_VARIABLES = ("PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE",
+                      "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")
+
+
+def job_environment(env: Mapping[str, str], python: str) -> Dict[str, object]:
+    """run.json's job_environment: the launcher's shell hooks it dropped (BASH_ENV, ENV, exported
+    functions: never used) and what could still shape the run (recorded for the report)."""
+    dropped = env.get("TWGRPO_SHELL_HOOKS", "").split()
+    return {"shell_hooks_dropped": dropped[:64],
+            "python3": python,
+            "python3_realpath": os.path.realpath(python),
+            "variables": {name: env[name][:4096] for name in RECORDED_VARIABLES if name in env}}
