@@ -218,8 +218,8 @@ PY
   assert_refused RES-E006
 }
 
-@test "resume refuses an earlier run without a FAILED marker whose driver is gone" {
-  rm "$EARLIER/FAILED"
+@test "resume refuses an earlier run without a FAILED marker or a heartbeat whose driver is gone" {
+  rm "$EARLIER/FAILED" "$EARLIER/heartbeat.json"  # as a run from before heartbeats
   BEFORE=$(tree_state "$EARLIER")
   launch
   assert_refused RES-E008

@@ -266,7 +266,7 @@ def test_make_runs_lists_every_run_with_its_verdict(run, capsys):
     (run.parent / "half-made").mkdir()
     assert main(["runs", "--storage-root", str(storage)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["RUN_ID", "STARTED", "TOOK", "PROFILE", "VERDICT"]
+    assert lines[0].split() == ["RUN_ID", "STARTED", "TOOK", "PROFILE", "VERDICT", "LINEAGE"]
     rows = {line.split()[0]: line for line in lines[1:-1]}
     assert rows[run.name].endswith("56 s  smoke-1x1  SUCCESS")
     assert rows["exp-broken"].endswith("FAILED (conflict)")  # FAILED stays beside a passing record

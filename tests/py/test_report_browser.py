@@ -68,3 +68,46 @@ def test_chromium_draws_the_page_into_a_screenshot(page, tmp_path):
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1280, 2400)
     assert len(data) > 50_000  # a drawn page, not a blank one (blank is a few kilobytes)
+
+
+RESUME_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real-resume-run"
+
+
+@pytest.fixture(scope="module")
+def resume_pages(tmp_path_factory):
+    """The real preempted run and its resumption side by side, each with its report."""
+    import tarfile
+    runs = tmp_path_factory.mktemp("resume") / "runs" / "verl" / "two-worker-grpo"
+    runs.mkdir(parents=True)
+    for run in RESUME_FIXTURES.glob("spot-*"):
+        shutil.copytree(run, runs / run.name)
+    with tarfile.open(RESUME_FIXTURES / "shards.tar.gz") as tar:
+        tar.extractall(runs, filter="data")
+    pages = {}
+    for run in sorted(runs.iterdir()):
+        assert main(["report", "--output-dir", str(run)]) == 0
+        pages[run.name[-1]] = run / "report.html"
+    return pages
+
+
+def test_chromium_shows_the_preempted_run_as_preempted_with_its_resume_line(resume_pages, tmp_path):
+    dom = chromium(tmp_path, "--dump-dom", resume_pages["a"].as_uri()).stdout
+    elements = Dom(dom).found
+    banner = [a["class"] for t, a in elements if t == "section" and "banner" in a.get("class", "")]
+    assert banner == ["banner PREEMPTED"]
+    assert [a for t, a in elements if t == "div" and a.get("class") == "resume"]
+    assert "RESUME_FROM=spot-" in dom and "No findings: every check passed" not in dom
+
+
+def test_chromium_draws_the_parents_steps_before_the_resumed_runs_own(resume_pages, tmp_path):
+    dom = chromium(tmp_path, "--dump-dom", resume_pages["b"].as_uri()).stdout
+    elements = Dom(dom).found
+    charts = [a["data-tag"] for t, a in elements if t == "figure" and "data-tag" in a]
+    inherited = [a for t, a in elements if t == "path" and a.get("class") == "inherited"]
+    marks = [a for t, a in elements if t == "line" and a.get("class") == "resumed"]
+    assert len(inherited) == len(marks) == len(charts) > 5
+    assert any(t == "h2" and a.get("id") == "lineage" for t, a in elements)
+    shot = RESULTS / "report-real-resumed-run.png"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2400", resume_pages["b"].as_uri())
+    assert len(shot.read_bytes()) > 50_000

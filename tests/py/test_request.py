@@ -98,7 +98,8 @@ def test_the_volume_checks_come_in_order_and_a_valid_request_prints_quoted_setti
     assert out.returncode == 0, out.stderr
     settings = dict(shlex.split(line)[0].split("=", 1) for line in out.stdout.splitlines())
     assert settings == {"PROFILE_NAME": "smoke-1x1", "KILL_GRACE": "10", "PROBE_TIMEOUT": "45",
-                        "RUN_DIR_PLANNED": str(tmp_path / "runs/verl/two-worker-grpo/exp-1")}
+                        "RUN_DIR_PLANNED": str(tmp_path / "runs/verl/two-worker-grpo/exp-1"),
+                        "HEARTBEAT_INTERVAL": "30", "HEARTBEAT_LEASE": "120", "ATTEMPT_NOTE": ""}
     (tmp_path / "runs/verl/two-worker-grpo/exp-1").mkdir(parents=True)
     with pytest.raises(request.RequestError) as caught:
         request.check(env)

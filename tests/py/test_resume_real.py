@@ -59,11 +59,15 @@ def test_the_real_log_shows_verl_loading_the_checkpoint_on_every_shard(root):
     assert sorted(scan.metric_steps) == [2]
 
 
-def test_the_real_preempted_run_fails_postflight(root):
+def test_the_real_preempted_run_fails_postflight_as_preempted(root, capsys):
     earlier = command.run_dir(root, EARLIER)
     code, record = postflight(root, EARLIER)
     assert code == 1
-    assert {"POST-E005", "POST-E018", "POST-E021"} <= error_ids(record)
+    assert error_ids(record) == {"POST-E170"}  # what stopping left missing, nothing else
+    assert record["evidence"]["stopped"]["step"] == 1
+    out = capsys.readouterr().out
+    assert f"postflight: PREEMPTED (resumable from step 1)" in out
+    assert f"RESUME_FROM={EARLIER}" in out and "eager attention" not in out
     assert not (earlier / "SUCCESS").exists() and (earlier / "FAILED").exists()
 
 

@@ -22,7 +22,13 @@
 #   PROFILE (a profile in profiles/, default the tutorial's 2x2 A100), PROBE_TIMEOUT (seconds
 #   above 0, at most 86400, default 120), TMPDIR (if set, a writable folder), KILL_GRACE (seconds a stopped phase gets before KILL, default 10),
 #   SAVE_FREQ (checkpoint every N steps, default the profile's), RESUME_FROM (the RUN_ID of a
-#   preempted run to continue from its latest complete checkpoint), TRACE=1 (trace commands).
+#   preempted run to continue from its latest complete checkpoint, or auto: the newest
+#   resumable run of this RUN_ID's lineage), HEARTBEAT_INTERVAL and HEARTBEAT_LEASE (seconds,
+#   default 30 and 120: heartbeat.json is refreshed while the launcher lives; a run without a
+#   beat for the lease and without a verdict is lost, and resumable), TRACE=1 (trace commands).
+# A re-run of the same job (a platform's retry) whose run folder holds a stopped run of the
+#   same profile and bundle becomes the next attempt, RUN_ID.2, RUN_ID.3, ..., resuming the
+#   newest attempt with a complete checkpoint; never while one is alive or after a SUCCESS.
 # Exit codes: 0 SUCCESS; 1 a check failed; 2 usage error or missing input; 128+N stopped by
 #   signal N; otherwise the training command's status. Any failure after the run folder is
 #   claimed leaves FAILED there (time, phase, exit status, signal, cause), written whole or
@@ -57,7 +63,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=11c9be1e48379f65f9c23d3774053014ca8078758b2afaacc8667b3ab415fa9f
+readonly BUNDLE_SUMS_SHA256=692ef0f743482c8f45bdf3acef8e79982b92a0fcf5b673c54b43dd28aeea78ef
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
@@ -82,6 +88,8 @@ CAUSE=""             # what FAILED says beyond phase, status and signal
 WORK=""              # scratch folder: NUL-separated lists, the watchdog's state file
 TEE_PID=""           # the tee that writes driver.log
 TRAINING_COMMAND=()  # the training command, one word per element
+HEARTBEAT=""         # the heartbeat process (a process group of its own)
+ATTEMPT_NOTE=""      # what the request check decided about attempts and RESUME_FROM=auto
 export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the bundle, the inputs or anywhere else
 
 verify() {  # the verifier, isolated: -I keeps cwd, PYTHONPATH and user site off sys.path
@@ -130,6 +138,28 @@ check_request() {  # every job variable, the profile and the volume (twgrpo/chec
   local settings
   settings=$(verify request) || exit 2
   eval "$settings"  # KEY='value' lines, each value quoted by shlex
+  export RUN_ID  # a retry's next attempt (<RUN_ID>.N) is decided there (checks/attempt.py)
+}
+
+# --- preemption: the heartbeat (twgrpo/run/heartbeat.py) ---
+
+start_heartbeat() {  # heartbeat.json, refreshed in a process group of its own until we end
+  set -m
+  python3 -I -B "$VERIFY" heartbeat --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" \
+    --launcher-pid $$ --interval "$HEARTBEAT_INTERVAL" --lease "$HEARTBEAT_LEASE" </dev/null >/dev/null 2>&1 &
+  HEARTBEAT=$!
+  set +m
+  local note
+  while IFS= read -r note; do  # what the request check decided: attempt, RESUME_FROM=auto
+    [[ -z "$note" ]] || printf '%s: %s\n' "$PROG" "$note"
+  done <<<"$ATTEMPT_NOTE"
+}
+
+stop_heartbeat() {  # the beater writes state "ended" on TERM, then exits
+  [[ -n "$HEARTBEAT" ]] || return 0
+  kill -TERM "$HEARTBEAT" 2>/dev/null || true
+  wait "$HEARTBEAT" 2>/dev/null || true
+  HEARTBEAT=""
 }
 
 claim_run_folder() {
@@ -263,6 +293,7 @@ on_exit() {
   trap - EXIT
   trap '' PIPE
   ((status == 0)) || write_failed "$status" || true
+  stop_heartbeat
   stop_watchdog
   [[ -z "$WORK" ]] || rm -rf "$WORK"
   if [[ -n "$TEE_PID" ]]; then  # let tee write the last lines of driver.log
@@ -334,6 +365,7 @@ main() {
   start_logging
   set_phase record
   start_watchdog
+  start_heartbeat
 
   verify record-run --profile "$PROFILE_NAME" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" \
     --bundle-sums-sha256 "$BUNDLE_SUMS_SHA256" --launcher "${BASH_SOURCE[0]}" ${SAVE_FREQ:+--save-freq "$SAVE_FREQ"}

@@ -107,6 +107,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", required=True)
     p.add_argument("--resume-from", required=True, help="the earlier, preempted run's RUN_ID")
 
+    p = sub.add_parser("heartbeat", parents=[common], help="keep heartbeat.json fresh while the "
+                       "launcher lives (launcher)")
+    p.add_argument("--storage-root", type=Path, required=True)
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--launcher-pid", type=int, default=0)
+    p.add_argument("--interval", type=int, required=True, help="seconds between beats")
+    p.add_argument("--lease", type=int, required=True, help="seconds without a beat: lost")
+
+    p = sub.add_parser("attempt", parents=[common], help="RUN_ID and RESUME_FROM for this launch: "
+                       "a retry's next attempt, RESUME_FROM=auto (launcher)")
+    p.add_argument("--storage-root", type=Path, required=True)
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--resume-from", default="")
+    p.add_argument("--bundle-sums-sha256", required=True)
+
     p = sub.add_parser("catalog", help="print every finding id with its fix (markdown table)")
     p.add_argument("--page", action="store_true", help="the whole docs/findings.md page")
     return parser
@@ -149,8 +164,9 @@ HANDLERS = {"inputs": inputs.main, "preflight": preflight.main, "postflight": po
             "report": summary.main, "runs": list_runs, "paths": launch.paths, "env": launch.env,
             "command": launch.training_command, "runtime-env": launch.runtime_env,
             "record-run": launch.record_run, "catalog": print_catalog,
-            "resume": launch.resume, "request": launch.check_request}
-NO_PROFILE = ("catalog", "runs", "request")  # phases that judge no single run
+            "resume": launch.resume, "request": launch.check_request,
+            "heartbeat": launch.heartbeat, "attempt": launch.attempt}
+NO_PROFILE = ("catalog", "runs", "request", "heartbeat")  # phases that judge no single run
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -106,3 +106,27 @@ def bundle_version(launcher_sha256: str) -> str:
 def check_request(args: argparse.Namespace, profile: Optional[Profile]) -> int:
     """Every job variable, the profile and the volume, before the launcher writes anything."""
     return request.main(os.environ)
+
+
+def heartbeat(args: argparse.Namespace, profile: Profile) -> int:
+    """The launcher's heartbeat process (run/heartbeat.py): beats until the launcher ends."""
+    from .run import heartbeat as beat
+    problem = beat.check_timing(args.interval, args.lease)
+    if problem:
+        raise UsageError(f"(LAUNCH-E090) HEARTBEAT_INTERVAL={args.interval}, "
+                         f"HEARTBEAT_LEASE={args.lease}: {problem}")
+    return beat.beat(run_dir(args.storage_root, args.run_id), args.run_id, args.launcher_pid,
+                     args.interval, args.lease)
+
+
+def attempt(args: argparse.Namespace, profile: Profile) -> int:
+    """RUN_ID= and RESUME_FROM= for this launch: the next attempt of a stopped run of the same
+    job, RESUME_FROM=auto resolved (checks/attempt.py); notes as NOTE= lines."""
+    from .checks.attempt import plan
+    run_id, resume_from, notes = plan(args.storage_root, args.run_id, args.resume_from or "",
+                                      profile.PROFILE_NAME, args.bundle_sums_sha256)
+    for key, value in [("RUN_ID", run_id), ("RESUME_FROM", resume_from)] + [("NOTE", n) for n in notes]:
+        if "\n" in value:
+            raise UsageError(f"{key} holds a newline: {value!r}")
+        print(f"{key}={value}")
+    return 0

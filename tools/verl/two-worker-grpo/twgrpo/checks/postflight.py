@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import audit, checkpoint, fanout, launcher_records, placement, resumed, shards
+from . import audit, checkpoint, fanout, launcher_records, placement, resumed, shards, stopped
 from .command_record import check_resolved_command, small_json
 from .rollouts import check_rollouts
 from ..run import humane, typed
@@ -39,12 +39,14 @@ class PostflightContext:
     placement_record: Dict[str, Any] = dataclasses.field(default_factory=dict)
     lineage: Any = None  # a resumed run's record (resumed.py); None for a fresh run
     fan_out: bool = False  # in-job: shard checks spread over the Ray cluster (fanout.py)
+    stop: Any = None     # a PREEMPTED run's stop (stopped.py): judged up to its checkpoint
     _scan: Optional[trainlog.LogScan] = None
     _preflight: Optional[Dict[str, Any]] = None
 
     @property
     def steps(self) -> int:
-        return self.profile.TARGET_STEPS
+        """The target step, or a stopped run's last complete checkpoint."""
+        return self.stop.step if self.stop is not None else self.profile.TARGET_STEPS
 
     @property
     def first_step(self) -> int:
@@ -108,6 +110,11 @@ def check_completion_markers(ctx: PostflightContext) -> List[Finding]:
                                   "total_steps": sorted(scan.total_steps),
                                   "global_steps": sorted(scan.global_steps)[-10:]}
     return found
+
+
+def check_completion_or_stop(ctx: PostflightContext) -> List[Finding]:
+    """A PREEMPTED run is judged up to its checkpoint, and says what stopping left missing."""
+    return stopped.check_stopped(ctx) if ctx.stop is not None else check_completion_markers(ctx)
 
 
 def check_inputs_record(ctx: PostflightContext) -> List[Finding]:
@@ -199,7 +206,7 @@ LOGGED = ("training-log",)
 CHECKS = [
     Check("training-log", check_training_log),
     Check("fatal-markers", check_fatal_markers, needs=LOGGED),
-    Check("completion-markers", check_completion_markers, needs=LOGGED),
+    Check("completion-markers", check_completion_or_stop, needs=LOGGED),
     Check("resolved-command", check_resolved_command),
     Check("inputs-record", check_inputs_record),
     Check("launcher-records", launcher_records.check_launcher_records),
@@ -220,6 +227,7 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
     ctx = PostflightContext(profile, run_dir, run_id, args.training_log or run_dir / "training.log", world)
     ctx.lineage = resumed.lineage_in(run_dir)
     ctx.fan_out = bool(getattr(args, "fan_out", False))
+    ctx.stop = stopped.stop_point(run_dir)
     header = (f"run {run_id}, profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
               f"{humane.plural(profile.TARGET_STEPS, 'step')}")
@@ -239,6 +247,9 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
         **ctx.placement_record, "status": "passed" if placement_findings.passed else "failed",
         "phase": "distributed_rank_placement", "source": "training_log", "run_id": run_id,
         "checked_at": utc_now(), "findings": [f.to_json() for f in placement_findings.findings]})
+    if ctx.stop is not None:
+        print(f"postflight: PREEMPTED (resumable from step {ctx.stop.step}): {ctx.stop.sentence()}; "
+              f"resume with a new RUN_ID and {ctx.stop.resume_line()}", flush=True)
     success = run_dir / "SUCCESS"
     if code == 0:
         if write_new_text(success, utc_now() + "\n"):

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from . import attempt
 from ..run.findings import UsageError
 from ..run.profile import Profile, load_profile
 from ..run.runpaths import run_dir
@@ -68,7 +69,7 @@ def variable_problems(env: Mapping[str, str]) -> List[str]:
         problems.append(f"(LAUNCH-E030) SAVE_FREQ '{save_freq}' must be a positive whole number — "
                         "set SAVE_FREQ=<steps between checkpoints>, or leave it unset")
     resume_from = env.get("RESUME_FROM", "")
-    if resume_from and (not RUN_ID_FORM.match(resume_from) or len(resume_from) > MAX_RUN_ID
+    if resume_from and resume_from != "auto" and (not RUN_ID_FORM.match(resume_from) or len(resume_from) > MAX_RUN_ID
                         or resume_from == run_id):
         problems.append(f"(LAUNCH-E031) RESUME_FROM '{resume_from}' must be the RUN_ID of another, "
                         "preempted run — set it to that run's RUN_ID")
@@ -136,13 +137,22 @@ def volume_problems(env: Mapping[str, str]) -> Tuple[Profile, Path]:
 
 def check(env: Mapping[str, str]) -> Dict[str, str]:
     """The launcher's settings for a valid request; RequestError lists what is wrong."""
-    problems = variable_problems(env)
+    problems = variable_problems(env) + attempt.heartbeat_problems(env)
     if problems:
         raise RequestError(problems)
+    env, preemption = _attempt(env)
     profile, planned = volume_problems(env)
-    return {"PROFILE_NAME": profile.PROFILE_NAME, "RUN_DIR_PLANNED": str(planned),
+    return {**preemption, "PROFILE_NAME": profile.PROFILE_NAME, "RUN_DIR_PLANNED": str(planned),
             "KILL_GRACE": env.get("KILL_GRACE") or DEFAULT_KILL_GRACE,
             "PROBE_TIMEOUT": env.get("PROBE_TIMEOUT") or DEFAULT_PROBE_TIMEOUT}
+
+
+def _attempt(env: Mapping[str, str]) -> Tuple[Mapping[str, str], Dict[str, str]]:
+    """A retry's next attempt and RESUME_FROM=auto (checks/attempt.py), the heartbeat's timing."""
+    try:
+        return attempt.request_env(env)
+    except UsageError as exc:
+        raise RequestError([str(exc)])
 
 
 def main(env: Mapping[str, str]) -> int:

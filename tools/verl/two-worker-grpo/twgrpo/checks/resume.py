@@ -21,7 +21,7 @@ import socket
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import checkpoint, snapshot
+from . import checkpoint, liveness, snapshot
 from ..run import command, typed
 from ..formats import bounded
 from ..run.findings import (Check, CheckResult, Finding, Skip, UsageError, finding, mismatch, phase_record,
@@ -165,6 +165,8 @@ def check_ended_failed(ctx: ResumeContext) -> List[Finding]:
         ctx.evidence["earlier_failed"] = dict(line.split("=", 1) for line in text.splitlines()
                                               if "=" in line)
         return []
+    if liveness.lost(ctx):  # no marker, but the heartbeat ran out: lost, not running
+        return []
     alive = _driver_alive(earlier)
     if alive:
         return [finding("RES-E007", str(folder), f"no FAILED marker and its driver (pid "
@@ -251,13 +253,14 @@ def lineage_of(ctx: ResumeContext) -> Dict[str, Any]:
             "checkpoint": str(step_dir.relative_to(ctx.earlier_dir)),
             "snapshot": str(copy.relative_to(run)),
             "files": files, "chain": chain + [ctx.earlier_id],
-            "earlier_ended": ctx.evidence.get("earlier_failed", {})}
+            "earlier_ended": ctx.evidence.get("earlier_failed") or ctx.evidence.get("earlier_lost", {})}
 
 
 CHECKS = [
     Check("earlier-run", check_earlier_run),
     Check("same-pins", check_same_pins, needs=("earlier-run",)),
-    Check("ended-failed", check_ended_failed, needs=("earlier-run",)),
+    Check("heartbeat", liveness.check_heartbeat, needs=("earlier-run",)),
+    Check("ended-failed", check_ended_failed, needs=("earlier-run", "heartbeat")),
     Check("checkpoint", check_checkpoint, needs=("earlier-run",)),
 ]
 

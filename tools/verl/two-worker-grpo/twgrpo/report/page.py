@@ -11,6 +11,7 @@ from typing import Any, Tuple
 
 from . import svg
 from ..run.humane import duration, number, size, topology, when
+from . import lineage_page
 from .runview import KEY_SCALARS, RunView
 from .style import CSS
 from .svg import text
@@ -41,7 +42,7 @@ def _facts(view: RunView) -> str:
     items = [
         ("profile", f"{view.profile_name}"),
         ("topology", topology(p.get("NODES"), p.get("GPUS_PER_NODE"), p.get("GPU_MODEL"))),
-        ("training", f"{p.get('TARGET_STEPS', '?')} GRPO steps · batch {p.get('TRAIN_BATCH_SIZE', '?')}"
+        ("training", f"{lineage_page.steps_text(view)} · batch {p.get('TRAIN_BATCH_SIZE', '?')}"
                      f" x {p.get('ROLLOUT_N', '?')} responses · lr {number(_float(p.get('LEARNING_RATE')))}"),
         ("rollout", f"{p.get('ROLLOUT_ENGINE', '?')} · max {p.get('MAX_RESPONSE_LENGTH', '?')} "
                     "response tokens"),
@@ -109,9 +110,9 @@ def _ranks_table(view: RunView) -> str:
             "<th>NCCL</th><th>RDMA</th></tr>" + rows + "</table>")
 
 
-def _chart(tag: str, points, small: bool = False) -> str:
+def _chart(tag: str, points, small: bool = False, resumed_at=None) -> str:
     last = f"step {points[-1][0]}: {number(points[-1][1])}" if points else "no points"
-    size_ = (240, 118) if small else (300, 150)
+    size_ = (240, 118, resumed_at) if small else (300, 150, resumed_at)
     return (f'<figure class="chart{" small" if small else ""}" data-tag="{text(tag)}"><figcaption>'
             f'<span class="tag">{text(tag)}</span><span class="last">{text(last)}</span></figcaption>'
             f"{svg.line_chart(points, *size_)}</figure>")
@@ -122,14 +123,19 @@ def _charts(view: RunView) -> str:
         return '<p class="sub">No TensorBoard scalars could be read (see the findings).</p>'
     key = [(t, p) for t, p in view.series if t in KEY_SCALARS]
     rest = [(t, p) for t, p in view.series if t not in KEY_SCALARS]
-    out = ["<h3>Key metrics</h3>", '<div class="charts">', *(_chart(t, p) for t, p in key), "</div>"]
+    out = ["<h3>Key metrics</h3>", '<div class="charts">', *(_chart(t, p, False, view_resumed(view)) for t, p in key), "</div>"]
     if rest:
         out += [f"<h3>Every other scalar, A to Z ({len(rest)})</h3>", '<div class="charts small">',
-                *(_chart(t, p, small=True) for t, p in rest), "</div>"]
+                *(_chart(t, p, True, view_resumed(view)) for t, p in rest), "</div>"]
     if view.more_tags:
         out.append(f'<p class="sub">{len(view.more_tags)} more scalars are in TensorBoard: '
                    f'{text(", ".join(view.more_tags[:20]), 600)}</p>')
     return "".join(out)
+
+
+def view_resumed(view: RunView):
+    """The step a resumed run started after (its charts mark it), None for a fresh run."""
+    return view.lineage.parent[1] if view.lineage and view.lineage.parent else None
 
 
 def _samples(view: RunView) -> str:
@@ -159,6 +165,9 @@ def _shards(view: RunView) -> str:
 
 
 def _findings(view: RunView) -> str:
+    if not view.findings and view.verdict.status != "SUCCESS":
+        return (f'<p class="sub">No findings in the records, but the run has no SUCCESS: '
+                f"{text(view.verdict.summary, 600)}</p>")
     if not view.findings:
         return '<p class="ok-line">No findings: every check passed and every record was readable.</p>'
     out = []
@@ -225,12 +234,14 @@ def render(view: RunView, generated_at: str) -> str:
         f"{text(topology(view.profile.get('NODES'), view.profile.get('GPUS_PER_NODE'), view.profile.get('GPU_MODEL')))}</p>",
         f'<section class="banner {text(word)}" id="verdict"><div class="word">{text(word)}</div>'
         f'<div class="why">{text(why, 400)}</div>'
+        + lineage_page.resume_line(view)
         + (f'<div class="checks">Failed checks — {text(view.failed_checks(), 600)}</div>'
            if view.failed_checks() else "") + "</section>", conflicts,
         '<div class="phases">' + "".join(_phase_card(ph) for ph in view.phases) + "</div>",
         notes, _facts(view),
         f'<h2 id="findings">Findings ({len(view.findings)})</h2>', _findings(view),
         '<h2 id="timeline">Timeline</h2>', _timeline(view),
+        '<h2 id="lineage">Lineage</h2>', lineage_page.section(view),
         '<h2 id="topology">Topology</h2>', _topology(view),
         '<h2 id="metrics">Metrics over steps</h2>',
         '<p class="sub">Each chart: the training step across, the scalar\'s value up, read from the run\'s TensorBoard events.</p>',

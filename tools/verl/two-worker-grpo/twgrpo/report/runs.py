@@ -1,16 +1,17 @@
 """make runs: every run on the volume, one line each: RUN_ID, start, duration, profile, verdict.
 
 Cheap per run, whatever the volume holds: a glance at each record's ends (run/glance.py), the
-markers, and the last TAIL bytes of driver.log (where the last phase's end is), never a whole
+markers, and the last TAIL bytes of driver.log (the last sign of life: lineage.py), never a whole
 log or a whole large record. Every column is cut to a fixed width, so one odd run cannot widen
-the listing.
+the listing. A resumed run names its parent and step (<- parent@K), a parent its children
+(-> child); a PREEMPTED run the step it can be resumed from.
 """
 from __future__ import annotations
 
 import argparse
 import errno
 import os
-from datetime import timedelta
+import re
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -19,39 +20,18 @@ from ..run import glance, typed
 from ..run.findings import UsageError
 from ..run.humane import duration, printable, when
 from ..run.profile import NAME as RUN_ID
-from .timeline import LAUNCHER_PREFIX, BadLine, phase_line
+from . import lineage
 from ..run.runpaths import run_dir
 from ..run.runverdict import latest_verdict
 
 TAIL = 256 << 10  # of driver.log searched for the last phases' lines (bytes.find, not parsed)
-WIDTHS = {"run_id": 128, "start": 23, "duration": 14, "profile": 40, "verdict": 48}
+WIDTHS = {"run_id": 128, "start": 23, "duration": 14, "profile": 40, "verdict": 48, "lineage": 96}
 HEADER = {"run_id": "RUN_ID", "start": "STARTED", "duration": "TOOK", "profile": "PROFILE",
-          "verdict": "VERDICT"}
+          "verdict": "VERDICT", "lineage": "LINEAGE"}
 
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
-
-
-def _end_time(run_dir: Path):
-    """When the launcher's last phase ended, from the tail of driver.log."""
-    try:
-        tail = bounded.tail_lines(run_dir / "driver.log", TAIL, LAUNCHER_PREFIX)
-    except bounded.Unreadable:
-        return None
-    started = {}
-    end = None
-    for line in tail:
-        try:
-            parsed = phase_line(line)
-        except BadLine:  # the report names them (RPT-E021); the listing leaves them out
-            continue
-        name, start, _, seconds = parsed
-        if start is not None:
-            started[name] = start
-        elif name in started:
-            end = started[name] + timedelta(seconds=seconds)
-    return end
 
 
 def glance_status(folder: Path, name: str) -> Optional[str]:
@@ -81,22 +61,44 @@ def run_row(folder: Path) -> Dict[str, str]:
     problem = _unreadable_folder(folder)
     if problem:
         return {"run_id": name, "start": "—", "sort": "~", "duration": "—", "profile": "?",
-                "verdict": f"UNREADABLE ({problem}: the folder cannot be listed)"}
+                "verdict": f"UNREADABLE ({problem}: the folder cannot be listed)", "lineage": ""}
     try:
         run = glance.fields(folder / "run.json", ("started_at", "profile.name"),
                             {"started_at": typed.UTC, "profile.name": str})
     except (bounded.Unreadable, ValueError):
         run = {"started_at": None, "profile.name": None}
     start = typed.utc_time(run["started_at"])
-    end = _end_time(folder)
-    took: Optional[float] = (end - start).total_seconds() if start and end and end >= start else None
+    took: Optional[float] = lineage.lifetime(folder, run)  # to the last sign of life
     verdict = latest_verdict(folder, glance_status)
+    parent = lineage.parent_glance(folder)
     return {"run_id": name,
             "start": when(run["started_at"]) if start else "—",
             "sort": start.isoformat() if start else "~",
             "duration": duration(took) if took is not None else "—",
             "profile": run["profile.name"] if run["profile.name"] is not None else "?",
-            "verdict": verdict.status + (" (conflict)" if verdict.conflicts else "")}
+            "verdict": verdict.status + _resumable(verdict) + (" (conflict)" if verdict.conflicts else ""),
+            "lineage": f"<- {parent[0]}@{parent[1]}" if parent else ""}
+
+
+def _resumable(verdict) -> str:
+    """' (resumable from step K)' for a PREEMPTED run (its summary names K)."""
+    match = re.search(r"resumable from step (\d+)", verdict.summary)
+    return f" (resumable from step {match.group(1)})" if verdict.status == "PREEMPTED" and match else ""
+
+
+def _children(rows: List[Dict[str, str]]) -> None:
+    """Each parent's row names the runs that resumed from it ('-> child')."""
+    by_id = {r["run_id"]: r for r in rows}
+    kids: Dict[str, List[str]] = {}
+    for row in rows:
+        if row["lineage"].startswith("<- "):
+            parent = row["lineage"][3:].rsplit("@", 1)[0]
+            if parent in by_id:
+                kids.setdefault(parent, []).append(row["run_id"])
+    for parent, children in kids.items():
+        more = f" +{len(children) - 2}" if len(children) > 2 else ""
+        row = by_id[parent]
+        row["lineage"] = " ".join(filter(None, [row["lineage"], "-> " + ", ".join(children[:2]) + more]))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -114,6 +116,8 @@ def main(args: argparse.Namespace) -> int:
                 row = run_row(Path(entry.path))
                 rows.append({key: _cut(row[key], WIDTHS.get(key, 64)) for key in row})
     rows.sort(key=lambda r: (r["sort"], r["run_id"]))
+    _children(rows)
+    rows = [{key: _cut(row[key], WIDTHS.get(key, 64)) for key in row} for row in rows]
     keys = list(HEADER)
     widths = {k: max(len(r[k]) for r in [HEADER, *rows]) for k in keys}
     for row in [HEADER, *rows]:

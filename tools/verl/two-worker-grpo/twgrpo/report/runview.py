@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -18,6 +19,7 @@ from ..run.findings import Finding, finding
 from ..run.humane import parse_time
 from ..checks.postflight import REQUIRED_SCALARS
 from ..run.runverdict import PHASE_RECORDS, Verdict, latest_verdict
+from . import lineage as lineage_view
 from .timeline import Phase, phases_of
 
 KEY_SCALARS = REQUIRED_SCALARS + ("critic/rewards/mean", "response_length/mean", "actor/entropy",
@@ -52,12 +54,16 @@ class RunView:
     samples: Dict[int, Dict[str, Any]]
     shards: List[Tuple[str, Optional[int], str]]
     findings: List[Tuple[str, Finding]]  # (phase, finding), the report's own under "report"
+    lineage: Optional[lineage_view.Lineage] = None
 
     def notes(self) -> List[str]:
         return expected_zeros(self)
 
     def took(self) -> Optional[float]:
-        """Seconds from run.json's start to the end of the last phase (as make runs counts)."""
+        """Seconds from run.json's start to the last sign of life (as make runs counts)."""
+        lived = lineage_view.lifetime(self.run_dir, self.run)
+        if lived is not None:
+            return lived
         start = parse_time(self.run.get("started_at"))
         ends = [parse_time(ph.started) + timedelta(seconds=ph.seconds) for ph in self.phases
                 if ph.seconds is not None and parse_time(ph.started)]
@@ -267,6 +273,8 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
     statuses: Dict[str, Optional[str]] = {}
     records = {phase: _record(run_dir, name, problems, statuses) for phase, name in PHASE_RECORDS}
     verdict = latest_verdict(run_dir, lambda _, name: statuses[name], whole=True)
+    if os.path.lexists(run_dir / "resume.json"):  # the resume phase's record, for its card
+        records["resume"] = _record(run_dir, "resume.json", problems, {})
     if verdict.conflicts:
         problems += [finding("RPT-E004", "SUCCESS/FAILED", text) for text in verdict.conflicts]
     if verdict.status == "UNPROVEN":
@@ -278,6 +286,15 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
     actors = placement.get("actors", [])
     series, more = scalar_series(run_dir, problems)
     evidence = records["postflight"].get("evidence", {})
+    lin = None
+    if run:  # a resumed run's charts start with its parents' steps (lineage.py)
+        own = dict(series).get("training/global_step", [])
+        lin = lineage_view.lineage(run_dir, run, own[-1][0] if own else None)
+        if lin.parent and not (run_dir.parent / lin.parent[0]).is_dir():
+            problems.append(finding("RPT-E050", lin.parent[0], "the parent run is not beside "
+                                    "this run: its steps are not drawn"))
+        inherited = lineage_view.inherited_series(run_dir, lin, [t for t, _ in series])
+        series = [(tag, inherited.get(tag, []) + points) for tag, points in series]
     return RunView(
         run_dir=run_dir, run_id=run_id, verdict=verdict, run=run, profile=profile_values,
         profile_name=profile_name, phases=phases_of(run_dir, records, problems), records=records,
@@ -285,4 +302,4 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
         actors=[a for a in actors if isinstance(a, dict)][:1024] if isinstance(actors, list) else [],
         series=series, more_tags=more, samples=rollout_samples(run_dir, problems),
         shards=checkpoint_shards(run_dir, evidence, problems),
-        findings=collect_findings(records, problems))
+        findings=collect_findings(records, problems), lineage=lin)

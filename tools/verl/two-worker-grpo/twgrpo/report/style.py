@@ -20,7 +20,10 @@ code,pre,.mono{font-family:ui-monospace,"DejaVu Sans Mono",Menlo,Consolas,monosp
 .FAILED{background:var(--badbg);border-color:#fca5a5;color:#7f1d1d}
 .INCOMPLETE{background:var(--warnbg);border-color:#fcd34d;color:#78350f}
 .UNPROVEN{background:var(--warnbg);border-color:#fcd34d;color:#78350f}
-.phases{display:grid;grid-template-columns:repeat(4,1fr);gap:12px;margin:14px 0}
+.PREEMPTED{background:#eef2ff;border-color:#a5b4fc;color:#312e81}
+.RUNNING{background:#eff6ff;border-color:#93c5fd;color:#1e3a8a}
+.banner .resume{font-family:ui-monospace,monospace;font-size:15px;margin-top:8px;font-weight:700}
+.phases{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:12px;margin:14px 0}
 .phase{background:#fff;border:1px solid var(--line);border-radius:10px;padding:12px 14px}
 .phase .name{font-size:12px;text-transform:uppercase;letter-spacing:.06em;color:var(--muted)}
 .phase .state{font-size:17px;font-weight:700}

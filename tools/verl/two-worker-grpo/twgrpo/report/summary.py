@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from ..formats import bounded
-from . import page, runview
+from . import lineage_page, page, runview
 from ..run.findings import UsageError, utc_now
 from ..run.humane import duration, number, printable, topology, when
 from ..run.profile import Profile
@@ -40,10 +40,11 @@ def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]
         lines.append(f"  failed    {view.failed_checks()}")
     lines.append(f"  profile   {view.profile_name}: "
                  f"{topology(p.get('NODES'), p.get('GPUS_PER_NODE'), p.get('GPU_MODEL'))}, "
-                 f"{p.get('TARGET_STEPS', '?')} steps, rollout {p.get('ROLLOUT_ENGINE', '?')}, "
+                 f"{lineage_page.steps_text(view, 'steps')}, rollout {p.get('ROLLOUT_ENGINE', '?')}, "
                  f"lr {number(_float(p.get('LEARNING_RATE')))}")
     lines.append(f"  started   {when(view.run.get('started_at'))} on {view.run.get('driver_host', '?')}, "
                  f"took {duration(view.took())}")
+    lines += lineage_page.summary_lines(view)
     phases = []
     for ph in view.phases:
         took = f" {duration(ph.seconds)}" if ph.seconds is not None else ""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..run.humane import number, plural
 
@@ -37,8 +37,11 @@ def _labels(values: Sequence[float]) -> List[str]:
     return labels
 
 
-def line_chart(points: Sequence[Tuple[int, float]], width: int = 300, height: int = 150) -> str:
-    """Steps on x, values on y, min and max gridlines labelled; non-finite points marked."""
+def line_chart(points: Sequence[Tuple[int, float]], width: int = 300, height: int = 150,
+               resumed_at: Optional[int] = None) -> str:
+    """Steps on x, values on y, min and max gridlines labelled; non-finite points marked.
+    With resumed_at, the steps up to it (a parent run's) are drawn dashed and grey, and a
+    line marks where this run resumed."""
     finite = [(s, v) for s, v in points if v == v and abs(v) != float("inf")]
     left, right, top, bottom = 66, 12, 12, 28
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart-svg" viewBox="0 0 {width} '
@@ -66,12 +69,17 @@ def line_chart(points: Sequence[Tuple[int, float]], width: int = 300, height: in
     for step in sorted({min(steps), max(steps)}):
         out.append(f'<text x="{x(step):.1f}" y="{base + 15}" text-anchor="middle" font-size="11" '
                    f'fill="{MUTED}">{text(number(step))}</text>')
-    path = " ".join(f"{'M' if i == 0 else 'L'}{x(s):.1f},{y(v):.1f}" for i, (s, v) in enumerate(finite))
+    inherited = [(s, v) for s, v in finite if resumed_at is not None and s <= resumed_at]
+    own = finite[max(len(inherited) - 1, 0):] if inherited else finite
+    if inherited:
+        out.append(_resume_mark(x(resumed_at), top, base, inherited, x, y))
+    path = " ".join(f"{'M' if i == 0 else 'L'}{x(s):.1f},{y(v):.1f}" for i, (s, v) in enumerate(own))
     out.append(f'<path d="{path}" fill="none" stroke="{LINE}" stroke-width="2" '
                'stroke-linejoin="round"/>')
     if len(finite) <= 40:
-        out += [f'<circle cx="{x(s):.1f}" cy="{y(v):.1f}" r="3.2" fill="{LINE}"><title>step '
-                f'{s}: {text(number(v, 6))}</title></circle>' for s, v in finite]
+        out += [f'<circle cx="{x(s):.1f}" cy="{y(v):.1f}" r="3.2" fill="{MUTED if (s, v) in inherited else LINE}">'
+                f'<title>step {s}: {text(number(v, 6))}{" (parent run)" if (s, v) in inherited else ""}'
+                '</title></circle>' for s, v in finite]
     bad = [s for s, v in points if not (v == v and abs(v) != float("inf"))]
     out += [f'<text x="{x(s):.1f}" y="{top + 10}" text-anchor="middle" font-size="11" '
             f'fill="{BAD}">✕</text>' for s in bad[:40]]
@@ -162,3 +170,12 @@ def _node_box(worker, gpus, actors, x0, y0, box_w, box_h, tile_w, tile_h, per_ro
         out.append(f'<text x="{gx + 8}" y="{gy + 52}" font-size="11" fill="{INK if ranks else MUTED}"'
                    f' class="rank">{text(label + pid, 24)}</text>')
     return "".join(out) + "</g>"
+
+
+def _resume_mark(px: float, top: int, base: int, inherited, x, y) -> str:
+    """The parent run's steps, dashed and grey, and a vertical line where this run resumed."""
+    path = " ".join(f"{'M' if i == 0 else 'L'}{x(s):.1f},{y(v):.1f}" for i, (s, v) in enumerate(inherited))
+    return (f'<path class="inherited" d="{path}" fill="none" stroke="{MUTED}" stroke-width="2" '
+            f'stroke-dasharray="5 4"/><line class="resumed" x1="{px:.1f}" x2="{px:.1f}" y1="{top}" '
+            f'y2="{base}" stroke="{MUTED}" stroke-dasharray="2 3"/><text x="{px + 3:.1f}" '
+            f'y="{top + 9}" font-size="10" fill="{MUTED}">resumed</text>')

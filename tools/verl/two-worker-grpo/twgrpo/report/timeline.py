@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..formats import bounded
 from ..run.findings import Finding, finding
+from ..run.humane import parse_time
 from ..run.runverdict import failed_fields
 from ..run.typed import utc_time
 
@@ -106,7 +107,8 @@ def phases_of(run_dir: Path, records: Dict[str, Dict[str, Any]],
     timeline = phase_timeline(run_dir, problems)
     failed = failed_fields(run_dir) or {}
     result = []
-    for name in ("inputs", "preflight", "training", "postflight"):
+    names = ("resume",) * ("resume" in timeline) + ("inputs", "preflight", "training", "postflight")
+    for name in names:
         phase = timeline.get(name, Phase(name))
         record = records.get(name, {})
         checks = record.get("checks") if isinstance(record.get("checks"), list) else []
@@ -119,5 +121,12 @@ def phases_of(run_dir: Path, records: Dict[str, Dict[str, Any]],
                 phase.status = record["status"]  # the latest record is the latest word
         if phase.status == "running" and failed.get("phase") == name:
             phase.status = f"stopped (exit {failed.get('exit_status', '?')})"
+            phase.seconds = _seconds_until(phase.started, failed.get("time"))
         result.append(phase)
     return result
+
+
+def _seconds_until(started: str, end: Optional[str]) -> Optional[int]:
+    """A stopped phase's duration: from its start line to FAILED's time."""
+    begin, stop = parse_time(started), parse_time(end)
+    return int((stop - begin).total_seconds()) if begin and stop and stop >= begin else None

@@ -35,7 +35,7 @@ SUPERSEDED = "SUCCESS.superseded-"  # where a failing re-run moves an earlier SU
 
 @dataclasses.dataclass
 class Verdict:
-    status: str          # SUCCESS, FAILED, UNPROVEN or INCOMPLETE
+    status: str          # SUCCESS, FAILED, UNPROVEN, INCOMPLETE, PREEMPTED or RUNNING
     summary: str         # one line for people
     conflicts: List[str] = dataclasses.field(default_factory=list)
     superseded: List[str] = dataclasses.field(default_factory=list)  # earlier SUCCESS markers
@@ -83,7 +83,14 @@ def latest_verdict(run_dir: Path, status_of: Callable[[Path, str], Optional[str]
     (default: when status_of is not given); otherwise from their ends only (make runs)."""
     verdict = _judge(run_dir, status_of or record_status, status_of is None if whole is None else whole)
     verdict.superseded = superseded_markers(run_dir)
-    return verdict
+    return _stopped_or_running(run_dir, verdict)
+
+
+def _stopped_or_running(run_dir: Path, verdict: Verdict) -> Verdict:
+    """PREEMPTED or RUNNING where the run stopped early or still beats (run/preemption.py)."""
+    from . import preemption
+    return preemption.refine(run_dir, verdict, failed_fields(run_dir),
+                             success_text(run_dir) is not None)
 
 
 def _judge(run_dir: Path, status_of: Callable[[Path, str], Optional[str]], whole: bool) -> Verdict:
