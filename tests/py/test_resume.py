@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import synthrun
-from twgrpo.run import command
+from twgrpo.run import command, processes
 from twgrpo.cli import main
 from twgrpo.run.profile import load_profile, with_overrides
 
@@ -153,6 +153,8 @@ def running_here(root):
     (run / "FAILED").unlink()
     set_field(run, "driver_host", socket.gethostname())
     set_field(run, "driver_pid", os.getpid())
+    for key, value in processes.identity(os.getpid()).items():  # this very process, not a reused pid
+        set_field(run, key, value)
 
 
 def gone_here(root):
@@ -459,7 +461,8 @@ def test_a_parent_whose_driver_is_alive_is_never_resumed_even_with_failed(root):
     prof = profile_of(2)
     earlier = preempted(root, "A", prof, stop=1)
     data = json.loads((earlier / "run.json").read_text())
-    data.update(driver_host=socket.gethostname(), driver_pid=os.getpid())  # alive: this process
+    data.update(driver_host=socket.gethostname(), driver_pid=os.getpid(),  # alive: this process
+                **processes.identity(os.getpid()))
     (earlier / "run.json").write_text(json.dumps(data))
     assert (earlier / "FAILED").exists()
     code, phase = resume(root, "B", "A", prof)

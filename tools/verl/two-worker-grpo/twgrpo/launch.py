@@ -15,7 +15,7 @@ from typing import List, Optional
 
 from .checks import request
 from .formats.hashing import sha256_file
-from .run import command
+from .run import command, processes
 from .run.findings import UsageError, utc_now
 from .run.profile import BUNDLE_DIR, Profile, with_overrides
 from .run.records import write_json
@@ -91,6 +91,7 @@ def record_run(args: argparse.Namespace, profile: Profile) -> int:
         "launcher_sha256": args.launcher_sha256, "bundle_version": bundle_version(args.launcher_sha256),
         "bundle_dir": str(BUNDLE_DIR), "driver_host": socket.gethostname(),
         "driver_pid": os.getppid(),  # the launcher: a resume checks that it is gone
+        **processes.identity(os.getppid()),  # so a reused pid is never taken for it
         "python": platform.python_version(),
         "job_environment": request.job_environment(os.environ, sys.executable),
         "training_command": command.training_command(profile, args.storage_root, args.run_id)})

@@ -25,7 +25,12 @@ EVIDENCE_PINS = (("verl_commit", "VERL_COMMIT"), ("verl_sums_sha256", "VERL_SUMS
 
 
 def check_launcher_records(ctx) -> List[Finding]:
-    """No FAILED beside this run, and driver.log says training ended with status 0."""
+    """No FAILED beside this run, and driver.log says training ended with status 0. A PREEMPTED
+    run's FAILED and unfinished training are its stop, which completion-markers reports
+    (POST-E170, so no SUCCESS either way): not said twice here."""
+    if getattr(ctx, "stop", None) is not None:
+        ctx.evidence["launcher_phases"] = phase_statuses(ctx.run_dir)
+        return []
     found = []
     failed = failed_fields(ctx.run_dir)
     if failed is not None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import checkpoint, liveness, snapshot
-from ..run import command, typed
+from ..run import command, typed, processes
 from ..formats import bounded
 from ..run.findings import (Check, CheckResult, Finding, Skip, UsageError, finding, mismatch, phase_record,
                        print_findings, run_checks, verdict)
@@ -144,7 +144,7 @@ def _driver_alive(record: Dict[str, Any]) -> Optional[bool]:
         return False
     except PermissionError:  # someone else's process holds that pid now: alive, to be safe
         return True
-    return True
+    return processes.still_running(record, pid)  # a reused pid is not the earlier driver
 
 
 def check_ended_failed(ctx: ResumeContext) -> List[Finding]:

@@ -187,6 +187,7 @@ PLACED_WORKER = {"hostname": Need(str), "node_id": Need(str), "node_ip": Need(st
 PLACING_PREFLIGHT = {"status": str, "workers": [PLACED_WORKER]}
 VERIFICATION = {**PHASE, "evidence": {"checkpoint": {"shards": Map(int), "path": str}}}
 RUN = {"run_id": str, "started_at": UTC, "driver_host": str, "driver_pid": int,
+       "driver_start_ticks": int, "driver_boot_id": str,
        "storage_root": str, "training_command": [str],
        "profile": {"name": str, "path": str, "values": Map(str)}}
 SCHEMAS = {"run.json": RUN, "inputs.json": PHASE, "preflight.json": PREFLIGHT,
