@@ -40,11 +40,13 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[A-Z0-9_]+ \?=/ {n = $$0; sub(/ .*/, "", n); v = $$0; sub(/^[^=]*= ?/, "", v); sub(/#.*/, "", v); c = $$0; sub(/^[^#]*# ?/, "", c); printf "  %-16s %s%s\n", n, c, (v == "" ? "" : " [" v "]")} /^[a-z0-9-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 ##@ Prep box: before the job
-.PHONY: prepare-inputs pin-inputs verify-inputs verify-scripts checksums install-tools driver-command runtime-env
+.PHONY: prepare-inputs pin-inputs verify-inputs verify-scripts checksums install-tools driver-command runtime-env check-profile
 prepare-inputs: ## Put the profile's verl, model and GSM8K on PREP_ROOT (from the network or local copies)
 	$(PYTHON) prep/prepare-inputs.py prepare --prep-root="$(PREP_ROOT)" --profile="$(PROFILE)" --verl-mirror="$(VERL_MIRROR)" --model-source="$(MODEL_SOURCE)" --gsm8k-source="$(GSM8K_SOURCE)"
 pin-inputs: ## Write PREP_ROOT's input hashes into profiles/local.env (then make checksums)
 	$(PYTHON) prep/prepare-inputs.py pin --prep-root="$(PREP_ROOT)" --profile="$(PROFILE)" $(if $(FORCE),--force)
+check-profile: ## Every rule on PROFILE that needs no cluster (batch sizes, rollout TP, lengths, EXTRA_OVERRIDES, pins)
+	@$(VERIFY) check-profile --profile="$(PROFILE)"
 verify-inputs: ## Check verl, model and data on PREP_ROOT against the profile's pins
 	$(VERIFY) inputs --profile="$(PROFILE)" --storage-root="$(PREP_ROOT)"
 verify-scripts: ## Compile every script (py_compile, bash -n) and check every hash; make test lints

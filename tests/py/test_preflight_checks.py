@@ -126,7 +126,8 @@ def test_without_ray_every_cluster_check_says_skipped_not_ok(monkeypatch, tmp_pa
     results = {r.name: r for r in run_checks("preflight", preflight.CHECKS, ctx)}
     assert ids(results["ray-connection"].findings) == ["PRE-E010"]
     judged = [name for name, r in results.items() if not r.skipped]
-    assert judged == ["batch-sizes", "ray-connection"]
+    assert judged == ["batch-sizes", "rollout-tp-per-node", "rollout-lengths", "extra-overrides",
+                      "nccl-values", "ray-connection"]
     out = capsys.readouterr().out
     assert re.search(r"node-count \.+ skipped \(not connected to a Ray cluster\)", out)
     assert re.search(r"gpus \.+ skipped \(needs node-probes, which was skipped\)", out)

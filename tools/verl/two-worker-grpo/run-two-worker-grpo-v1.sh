@@ -57,7 +57,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=224ad99e3a80d80fe2b1b9955becaf5549c709c9de4e08f20bc89759000572d1
+readonly BUNDLE_SUMS_SHA256=7a8656915f90af2016e1d4fad36f7f58ed630bd01500e8f34c6d32630e52cca3
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .checks import inputs, postflight, preflight
+from .checks import inputs, postflight, preflight, recipe
 from . import launch
 from .report import runs, summary
 from .run.catalog import markdown_page, markdown_table
@@ -87,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("request", help="check the job's variables, profile and volume; print the "
                    "launcher's settings (launcher)")
 
+    sub.add_parser("check-profile", parents=[common], help="every rule on the profile that needs "
+                   "no cluster (batch sizes, rollout TP and lengths, EXTRA_OVERRIDES, pins)")
+
     p = sub.add_parser("runtime-env", parents=[common], help="print the RuntimeEnv JSON to paste")
     p.add_argument("--storage-root", type=Path, required=True)
 
@@ -147,7 +150,8 @@ HANDLERS = {"inputs": inputs.main, "preflight": preflight.main, "postflight": po
             "report": summary.main, "runs": list_runs, "paths": launch.paths, "env": launch.env,
             "command": launch.training_command, "runtime-env": launch.runtime_env,
             "record-run": launch.record_run, "catalog": print_catalog,
-            "resume": launch.resume, "request": launch.check_request}
+            "resume": launch.resume, "request": launch.check_request,
+            "check-profile": recipe.main}
 NO_PROFILE = ("catalog", "runs", "request")  # phases that judge no single run
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from ..run import humane
-from . import rayimport, sizes
+from . import rayimport, recipe, sizes
 from ..run.command import FIXED_ENV
 from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch
 from ..run.phase import run_phase
@@ -186,6 +186,7 @@ CONNECTED = ("ray-connection",)
 PROBED = ("node-probes",)
 CHECKS = [
     Check("batch-sizes", check_batch_sizes),
+    *recipe.RULES,
     Check("ray-connection", check_ray_connection),
     Check("node-count", check_node_count, needs=CONNECTED),
     Check("gpu-resources", check_gpu_resources, needs=CONNECTED),

@@ -56,6 +56,8 @@ CATALOG = {
     "GEN-E002": ("a record or marker could not be written", "The message names the file and the cause (no space left, read-only file system): free space or remount read-write, then run the phase again (make postflight RUN_ID=...). Nothing half-written is left behind."),
     "GEN-E003": ("the disk refused an operation", "The message names the path and the cause; check the volume's space, permissions and mount."),
     "GEN-E004": ("a record's path is a symlink", "Records are written only as plain files: remove the symlink (it may point into another run) and run the phase again."),
+    "GEN-E050": ("EXTRA_OVERRIDES sets a key the bundle owns", "Paths, topology, sizes, names, loggers, validation, the Ray address and Hydra's folders come from the bundle: set the profile value the message names (TRAIN_BATCH_SIZE, NODES, TEST_FREQ, ...), or drop the override."),
+    "GEN-E051": ("EXTRA_OVERRIDES holds a word that is not one Hydra override", "Write space-separated Hydra overrides, each key=value (or +key=value, ~key), values without spaces, each key once."),
     # Inputs (prep box and launcher)
     "INP-E001": ("storage is an overlay mount", "Mount the shared volume itself; an overlay is the container's private disk, not shared storage."),
     "INP-E002": ("storage is not writable", "Mount the shared volume read-write (job form: access permission read-write)."),
@@ -79,6 +81,7 @@ CATALOG = {
     "INP-E023": ("a SHA256SUMS entry is not a regular file", "Only regular files are hashed (not devices, FIFOs or folders): remove the entry and regenerate SHA256SUMS."),
     "INP-E024": ("SHA256SUMS cannot be read", "It must be a regular UTF-8 file of at most 16 MiB: regenerate it with make prepare-inputs."),
     "INP-E025": ("SHA256SUMS does not list a file the profile needs", "An empty or partial SHA256SUMS proves nothing: regenerate it over every file (make prepare-inputs), then make pin-inputs and make checksums."),
+    "INP-E070": ("the profile has no pin for the model or data yet", "Put the inputs on the volume (make prepare-inputs PROFILE=<name>), then make pin-inputs PROFILE=<name> and make checksums."),
     "INP-W001": ("a file is not covered by SHA256SUMS", "Remove stray files from the pinned folder, or regenerate and re-pin SHA256SUMS."),
     # Preflight (on the cluster, before any GPU time)
     "PRE-E001": ("train batch x rollout.n does not divide by the world size", "Change TRAIN_BATCH_SIZE or ROLLOUT_N in the profile so TRAIN_BATCH_SIZE x ROLLOUT_N divides by NODES x GPUS_PER_NODE."),
@@ -86,6 +89,9 @@ CATALOG = {
     "PRE-E003": ("PPO mini batch per GPU is 0 or does not divide by the micro batch", "Pick PPO_MINI_BATCH_SIZE x ROLLOUT_N / world size as a positive multiple of PPO_MICRO_BATCH_SIZE_PER_GPU."),
     "PRE-E004": ("rollout tensor parallel size does not divide the world size", "Set ROLLOUT_TP to a divisor of NODES x GPUS_PER_NODE."),
     "PRE-E005": ("the train split is too small for the target steps", "Lower TARGET_STEPS or TRAIN_BATCH_SIZE, or use the full train split."),
+    "PRE-E100": ("rollout tensor parallel size does not fit one node", "Set ROLLOUT_TP to a divisor of GPUS_PER_NODE: each rollout engine runs on the GPUs of one node."),
+    "PRE-E101": ("a prompt and its response do not fit the rollout engine's token budget", "Raise ROLLOUT_MAX_NUM_BATCHED_TOKENS to at least MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH, or shorten them."),
+    "PRE-E102": ("IB values set for a Socket profile", "Set NCCL_TRANSPORT=ib to use InfiniBand, or remove NCCL_IB_HCA and NCCL_IB_GID_INDEX from the profile."),
     "PRE-E010": ("ray is not importable", "Run the Driver in the verl image, which has ray; do not install packages at run time."),
     "PRE-E011": ("cannot connect to the Ray cluster", "Pick the Ray distributed framework in the job form; do not set RAY_ADDRESS, head address or port yourself."),
     "PRE-E012": ("wrong number of live Ray nodes", "Set the job's Worker count to the profile's NODES and re-run with a new RUN_ID; never lower the expectation."),
