@@ -57,7 +57,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=7a8656915f90af2016e1d4fad36f7f58ed630bd01500e8f34c6d32630e52cca3
+readonly BUNDLE_SUMS_SHA256=a82a8fd7ef0d440b855515613c6e6e4d931481952dc96433e5fc866269a19484
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

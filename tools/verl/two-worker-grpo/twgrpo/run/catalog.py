@@ -82,6 +82,8 @@ CATALOG = {
     "INP-E024": ("SHA256SUMS cannot be read", "It must be a regular UTF-8 file of at most 16 MiB: regenerate it with make prepare-inputs."),
     "INP-E025": ("SHA256SUMS does not list a file the profile needs", "An empty or partial SHA256SUMS proves nothing: regenerate it over every file (make prepare-inputs), then make pin-inputs and make checksums."),
     "INP-E070": ("the profile has no pin for the model or data yet", "Put the inputs on the volume (make prepare-inputs PROFILE=<name>), then make pin-inputs PROFILE=<name> and make checksums."),
+    "INP-E071": ("the sharded model's index cannot be used", "model.safetensors.index.json must be JSON with a weight_map naming each tensor's shard (a .safetensors file in the model folder): re-download the model (make prepare-inputs)."),
+    "INP-E072": ("a shard does not hold the tensors its index places there", "The shard belongs to another revision or was cut short: re-download the model at MODEL_REVISION (make prepare-inputs), then make pin-inputs."),
     "INP-W001": ("a file is not covered by SHA256SUMS", "Remove stray files from the pinned folder, or regenerate and re-pin SHA256SUMS."),
     # Preflight (on the cluster, before any GPU time)
     "PRE-E001": ("train batch x rollout.n does not divide by the world size", "Change TRAIN_BATCH_SIZE or ROLLOUT_N in the profile so TRAIN_BATCH_SIZE x ROLLOUT_N divides by NODES x GPUS_PER_NODE."),
