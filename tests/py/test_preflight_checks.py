@@ -45,7 +45,8 @@ def context(tmp_path, nodes=2, answered=None):
     ctx.ray = object()  # connected: these checks only read the reports
     ctx.driver_node_id = node_id(0)
     ctx.nodes = [{"NodeID": node_id(i), "NodeManagerHostname": f"node-{i}",
-                  "NodeManagerAddress": f"10.0.0.{10 + i}"} for i in range(nodes)]
+                  "NodeManagerAddress": f"10.0.0.{10 + i}",
+                  "Resources": {"GPU": float(profile.GPUS_PER_NODE)}} for i in range(nodes)]
     ctx.token = "exp-001 token\n"
     (tmp_path / "preflight-nodes").mkdir()
     for i in range(nodes if answered is None else answered):
@@ -63,7 +64,10 @@ def test_healthy_reports_pass_every_node_check(tmp_path):
     ctx = context(tmp_path)
     checks = [c for c in preflight.CHECKS if preflight.PROBED == c.needs]
     results = run_checks("preflight", [Check("node-probes", lambda c: []), *checks], ctx)
-    assert [(r.name, r.findings, r.skipped) for r in results if r.findings or r.skipped] == []
+    # The tutorial's socket profile has no IB and no NCCL interface variable to judge.
+    assert [(r.name, r.findings, r.skipped) for r in results if r.findings or r.skipped] == [
+        ("nccl-passthrough", [], "the profile sets no NCCL interface variable"),
+        ("infiniband", [], "NCCL_TRANSPORT=socket: IB is off")]
 
 
 def change(ctx, ordinal, path, value):

@@ -142,7 +142,8 @@ def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
         found.append(finding("POST-E007", "preflight.json", f"preflight status is "
                              f"{typed.shown(preflight.get('status'))}, not 'passed'"))
     problems, record = placement.place_ranks(ctx.scan(), preflight, ctx.world_size,
-                                             ctx.profile.NODES, ctx.profile.GPUS_PER_NODE)
+                                             ctx.profile.NODES, ctx.profile.GPUS_PER_NODE,
+                                             ctx.profile.NCCL_TRANSPORT)
     found += problems
     ctx.placement_record = record
     return found
