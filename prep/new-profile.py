@@ -24,14 +24,18 @@ from twgrpo.run.profile import (LINE, NAME, PINS, PROFILE_DIR, load_profile,  # 
 
 
 def new_profile_text(source: Path, name: str, values: dict) -> str:
-    """source's lines with PROFILE_NAME=name, values set (in place, or appended) and no pins."""
+    """source's lines with PROFILE_NAME=name, values set (in place, or appended) and no pins;
+    its leading comment block is replaced by one that says where the profile came from."""
     out = [f"# Made by make new-profile from {source.stem}: set what differs, then make "
            f"prepare-inputs, make pin-inputs PROFILE={name} (it writes "
            f"{' and '.join(PINS)}), make checksums."]
-    seen = set()
+    seen, header = set(), True
     for line in source.read_text(encoding="utf-8").splitlines():
         match = LINE.match(line.strip())
         key = match.group(1) if match else None
+        header = header and key is None
+        if header:  # the source's own description, which no longer describes this profile
+            continue
         if key in PINS:
             continue
         if key == "PROFILE_NAME":
