@@ -154,7 +154,8 @@ def torch_zip(path: Path, payload: Optional[bytes] = None, storages: Sequence[in
 
 def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Sequence[Dict[str, str]],
               per_node: Optional[Sequence[int]] = None, with_log: bool = True,
-              save_steps: Optional[Sequence[int]] = None, **log_options) -> Path:
+              save_steps: Optional[Sequence[int]] = None, val_steps: Sequence[int] = (),
+              **log_options) -> Path:
     """A complete run folder that postflight passes, unless log_options plant a fault.
 
     first_step/last_step (log_options) cut the run short or start it later; save_steps are the
@@ -187,7 +188,9 @@ def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Seq
     write_events(tb / "events.out.tfevents.1764676800.host0.3773.0",
                  [(s, {t: (math.nan if nan and t == "actor/pg_loss" else
                            float(s) if t == "training/global_step" else 0.01 * s)
-                       for t in TAGS}) for s in range(first, last + 1)])
+                       for t in TAGS}) for s in range(first, last + 1)]
+                 # verl's validation scalars (val-core/<data source>/<variable>/<metric>)
+                 + [(s, {"val-core/openai/gsm8k/reward/mean@1": 0.25 * s}) for s in val_steps])
     rollouts = run_dir / "rollouts"
     rollouts.mkdir(exist_ok=True)
     for step in range(first, last + 1):

@@ -188,3 +188,48 @@ def test_more_epochs_make_room_for_more_steps(tmp_path, capsys):
 @pytest.mark.parametrize("name", ["tutorial-2x2-a100", "smoke-1x1", "smoke-2x1"])
 def test_every_bundle_profile_passes_check_profile(name, capsys):
     assert cli.main(["check-profile", "--profile", name]) == 0
+
+
+def synth_validated(tmp_path, val_steps, **values):
+    import synthrun
+    path = profile_file(tmp_path, **values)
+    run = tmp_path / "runs/verl/two-worker-grpo/exp-001"
+    synthrun.write_run(run, load_profile(str(path)), "exp-001", str(ROOT),
+                       [{"hostname": f"w-{i}", "ip": f"10.0.0.{10 + i}"} for i in range(2)],
+                       val_steps=val_steps)
+    return run, path
+
+
+def postflight_ids(run, path):
+    from verification import failed_ids
+    code = cli.main(["postflight", "--output-dir", str(run), "--profile", str(path)])
+    return code, failed_ids(run)
+
+
+def test_validation_the_profile_asks_for_is_checked_in_tensorboard(tmp_path):
+    from twgrpo.checks.validation import expected_steps
+    assert expected_steps(5, True, 1, 12) == {0, 5, 10, 12}
+    assert expected_steps(-1, True, 4, 12) == {3}
+    run, path = synth_validated(tmp_path, [0, 1, 2], TEST_FREQ=1, VAL_BEFORE_TRAIN="true")
+    assert postflight_ids(run, path) == (0, set())
+    record = json.loads((run / "verification.json").read_text())
+    assert record["evidence"]["validation"]["expected_steps"] == [0, 1, 2]
+
+
+def test_validation_missing_at_a_step_is_named(tmp_path):
+    run, path = synth_validated(tmp_path, [0, 2], TEST_FREQ=1, VAL_BEFORE_TRAIN="true")
+    code, found = postflight_ids(run, path)
+    assert (code, found) == (1, {"POST-E153"})
+    assert "no finite val-core/* value at steps 1 (expected at 0, 1, 2)" in \
+        (run / "verification.json").read_text()
+
+
+def test_validation_absent_altogether_is_a_finding(tmp_path):
+    run, path = synth_validated(tmp_path, [], TEST_FREQ=2)
+    assert postflight_ids(run, path) == (1, {"POST-E152"})
+
+
+def test_a_profile_without_validation_skips_the_check(tmp_path, capsys):
+    run, path = synth_validated(tmp_path, [])
+    assert postflight_ids(run, path) == (0, set())
+    assert "validation ............. skipped (the profile runs no validation" in capsys.readouterr().out

@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import audit, checkpoint, fanout, placement, resumed, shards
+from . import audit, checkpoint, fanout, placement, resumed, shards, validation
 from .command_record import check_resolved_command, small_json
 from .rollouts import check_rollouts
 from ..run import humane, typed
@@ -205,6 +205,7 @@ CHECKS = [
     Check("inputs-record", check_inputs_record),
     Check("rank-placement", check_rank_placement, needs=LOGGED),
     Check("tensorboard-scalars", check_tensorboard),
+    Check("validation", validation.check_validation),
     Check("rollouts", check_rollouts),
     Check("checkpoint", check_checkpoint),
     Check("resume", resumed.check_resumed_run, needs=LOGGED),

@@ -133,6 +133,8 @@ CATALOG = {
     "POST-E013": ("a rank's NCCL transport is not Socket with IB disabled", "Keep RDMA off and NCCL_IB_DISABLE=1 in the RuntimeEnv for every node (make runtime-env)."),
     "POST-E150": ("an IB profile's ranks used NCCL over Socket", "NCCL found no usable IB device on those ranks' nodes and fell back to TCP (the slow path): check each node's HCAs and port state (ibstat), NCCL_IB_HCA and NCCL_IB_GID_INDEX in the profile, and that the job form has RDMA on; re-run with a new RUN_ID."),
     "POST-E151": ("a rank of an IB profile has no proof of NCCL over IB", "The log must show NCCL_IB_DISABLE not 1, a NET/IB : Using line naming the IB devices and Using network IB for every rank: keep NCCL_DEBUG=INFO (the bundle's RuntimeEnv) and do not set NCCL_IB_DISABLE=1 yourself."),
+    "POST-E152": ("the profile asks for validation but TensorBoard holds none", "verl logs val-core/* scalars when it validates: check that the val files were read (data.val_files) and that the run used this profile's TEST_FREQ and VAL_BEFORE_TRAIN (resolved-command.txt)."),
+    "POST-E153": ("validation is missing at a step the profile asks for", "verl validates before training (VAL_BEFORE_TRAIN) and at every TEST_FREQ-th step and the last one: see training.log around those steps for a validation error."),
     "POST-E014": ("no TensorBoard event file", "TENSORBOARD_DIR must reach the TaskRunner: keep the launcher's ray_kwargs override and trainer.logger with tensorboard."),
     "POST-E015": ("a TensorBoard record is damaged", "The event file was corrupted on storage; the metrics in that record are lost."),
     "POST-E016": ("a required TensorBoard scalar is missing", "verl logs these scalars every step: the run did not train; see training.log."),

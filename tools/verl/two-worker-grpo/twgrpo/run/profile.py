@@ -109,7 +109,7 @@ FIELDS.update({
 })
 # Input pins that a new profile leaves out until make pin-inputs writes them (inputs: INP-E070).
 PINS = ("MODEL_SUMS_SHA256", "DATA_SUMS_SHA256")
-INTS = {k for k, (form, _) in FIELDS.items() if form is POSITIVE}
+INTS = {k for k, (form, _) in FIELDS.items() if form is POSITIVE} | {"TEST_FREQ"}
 OPTIONAL_EMPTY = {"ATTN_IMPLEMENTATION"} | {k for k, v in DEFAULTS.items() if v == ""}
 
 
