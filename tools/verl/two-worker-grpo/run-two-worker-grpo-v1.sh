@@ -57,7 +57,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=465781c5e799ac1b66d63c4670b76b4780e24c9f933251bcb31c3db9bcdb29ba
+readonly BUNDLE_SUMS_SHA256=2445b5fdebed1857c15ce554ef6025c75b7e210665158eeedef7368c647e96c6
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
