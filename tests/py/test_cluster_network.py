@@ -231,3 +231,17 @@ def test_a_socket_run_judged_by_an_ib_profile_fails_and_vice_versa(tmp_path):
     profile.write_text(socket_profile)
     assert main(["postflight", "--output-dir", str(run), "--profile", str(profile)]) == 1
     assert "POST-E013" in failed_ids(run)
+
+
+def test_postflight_judges_the_nccl_variables_on_the_command_verl_ran(tmp_path):
+    run, profile = synth(tmp_path)
+    command_file = run / "resolved-command.txt"
+    import shlex
+    words = [w.replace("NCCL_IB_HCA='mlx5'", "NCCL_IB_HCA='mlx4'")
+             for w in shlex.split(command_file.read_text())]
+    command_file.write_text(" ".join(shlex.quote(w) for w in words) + "\n")
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(profile)]) == 1
+    assert failed_ids(run) == {"POST-E006"}
+    record = json.loads((run / "verification.json").read_text())
+    found = [f for c in record["checks"] for f in c["findings"]]
+    assert [(f["evidence"]["expected"], f["evidence"]["actual"]) for f in found] == [("'mlx5'", "'mlx4'")]

@@ -38,6 +38,10 @@ JUDGED_OVERRIDES = (
     "actor_rollout_ref.rollout.enforce_eager",
     "+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_MODE",
     "+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_DIR",
+    # NCCL_TRANSPORT=ib: the interface choices every worker got (absent from a socket command).
+    "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_IB_HCA",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_SOCKET_IFNAME",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_IB_GID_INDEX",
 )
 # Stands for the storage root in the expected command when run.json does not name it.
 ANY_ROOT = "/\0storage-root"
