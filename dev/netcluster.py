@@ -252,9 +252,12 @@ class Cluster:
 
     # ------------------------------------------------------------------ whole cluster
     def up(self, nodes: int, gpus_per_node: int = 2, env: Optional[Dict[str, str]] = None,
-           prepare=None, node_envs: Optional[List[Dict[str, str]]] = None) -> "Cluster":
+           prepare=None, node_envs: Optional[List[Dict[str, str]]] = None,
+           head_gpus: Optional[int] = None) -> "Cluster":
         """Bring the cluster up; ``prepare(storage)`` fills the shared storage before Ray starts.
-        ``node_envs[i]`` adds to node i's environment (CUDA_VISIBLE_DEVICES, say)."""
+        ``node_envs[i]`` adds to node i's environment (CUDA_VISIBLE_DEVICES, say); head_gpus=0
+        makes the head a CPU-only node (the KubeRay/Anyscale layout), workers keep gpus_per_node."""
+        gpus = [gpus_per_node if head_gpus is None or index else head_gpus for index in range(nodes)]
         self.env = dict(env or {})
         self.node_envs = list(node_envs or [])
         self.create_switch()
@@ -265,12 +268,12 @@ class Cluster:
                 node = self.add_host(index)
                 self.nodes.append(node)
                 if self.stub_gpus:
-                    gpus_csv(self.root / f"n{index}" / "gpus.csv", gpus_per_node)
+                    gpus_csv(self.root / f"n{index}" / "gpus.csv", gpus[index])
                 self.save()
-            self.start_ray(self.nodes[0], gpus_per_node)
+            self.start_ray(self.nodes[0], gpus[0])
             self.wait_nodes(1)
             for node in self.nodes[1:]:
-                self.start_ray(node, gpus_per_node)
+                self.start_ray(node, gpus[node.index])
             self.wait_nodes(nodes)
         except BaseException:
             self.down()

@@ -3,13 +3,14 @@
 
 Usage: prep/prepare-inputs.py prepare --prep-root ROOT [--profile NAME] [--verl-mirror URL_OR_PATH]
                                       [--model-source DIR] [--gsm8k-source DIR]
-       prep/prepare-inputs.py pin --prep-root ROOT [--profile NAME] [--name local] [--force]
+       prep/prepare-inputs.py pin --prep-root ROOT [--profile NAME] [--name NAME] [--force]
 
 prepare (make prepare-inputs), on the prep box, which may reach the network:
   verl   git clone of --verl-mirror (a URL or a local path; default the profile's VERL_REPO_URL)
          checked out at VERL_COMMIT into code/verl/<commit>/, HEAD verified.
-  model  --model-source (a local folder) copied, or the ModelScope client's snapshot of MODEL_ID
-         at MODEL_REVISION; then SHA256SUMS over every file.
+  model  --model-source (a local folder) copied, or the MODEL_HUB client's snapshot of MODEL_ID
+         at MODEL_REVISION (modelscope, or huggingface_hub for MODEL_HUB=huggingface); then
+         SHA256SUMS over every file.
   GSM8K  --gsm8k-source (a folder with train and test as .jsonl or .parquet of GSM8K's main
          config), or the Hugging Face snapshot of DATASET_ID at DATASET_REVISION; converted to
          verl v0.6 rows by our converter, with SHA256SUMS and dataset-manifest.json.
@@ -17,7 +18,8 @@ prepare (make prepare-inputs), on the prep box, which may reach the network:
   run is redone; a finished part is verified and kept; a part that differs is never
   overwritten: it is reported with what to do.
 pin (make pin-inputs) writes the prepared inputs' hashes, revision and row counts into
-  profiles/<name>.env (default local.env); then `make checksums` adds it to the bundle.
+  profiles/<name>.env (default: --profile's own, in place; local.env without --profile); a pin
+  that differs from one already there is replaced only with --force. Then `make checksums`.
 Exit codes: 0 done, 1 a part failed or differs, 2 usage error or a missing tool.
 """
 from __future__ import annotations
@@ -119,17 +121,28 @@ def keep_if_verified(final: Path, what: str) -> bool:
     return True
 
 
+# MODEL_HUB -> (the client's module, its pip package, the hub's name)
+MODEL_CLIENTS = {"modelscope": ("modelscope", "modelscope", "ModelScope"),
+                 "huggingface": ("huggingface_hub", "huggingface_hub", "Hugging Face")}
+
+
 def download_model(profile: Profile, staging: Path) -> None:
+    client = MODEL_CLIENTS.get(profile.MODEL_HUB)
+    if client is None:
+        raise PrepareError(f"MODEL_HUB={profile.MODEL_HUB} has no download client here (known: "
+                           f"{', '.join(MODEL_CLIENTS)}): pass MODEL_SOURCE=<a local copy of the "
+                           "model folder>")
+    module, package, hub = client
     try:
-        from modelscope import snapshot_download
-    except ImportError:
-        raise PrepareError("the modelscope client is not installed: pip install modelscope, or "
+        snapshot_download = __import__(module, fromlist=["snapshot_download"]).snapshot_download
+    except (ImportError, AttributeError):
+        raise PrepareError(f"the {package} client is not installed: pip install {package}, or "
                            "pass MODEL_SOURCE=<a local copy of the model folder>") from None
-    say(f"model: downloading {profile.MODEL_ID} at {profile.MODEL_REVISION} from ModelScope")
+    say(f"model: downloading {profile.MODEL_ID} at {profile.MODEL_REVISION} from {hub}")
     try:
         snapshot_download(profile.MODEL_ID, revision=profile.MODEL_REVISION, local_dir=str(staging))
     except Exception as exc:  # the client raises many kinds; all mean the same to us
-        raise PrepareError(f"ModelScope download failed: {exc} — check the network, or pass "
+        raise PrepareError(f"{hub} download failed: {exc} — check the network, or pass "
                            "MODEL_SOURCE=<a local copy>") from None
 
 
@@ -144,7 +157,8 @@ def prepare_model(profile: Profile, root: Path, source: str) -> str:
         (staging / "SHA256SUMS").unlink(missing_ok=True)  # written fresh below, over every file
     else:
         download_model(profile, staging)
-    for cache in (staging / ".msc", staging / ".mv", staging / "._____temp"):  # client bookkeeping
+    for cache in (staging / ".msc", staging / ".mv", staging / "._____temp",  # client bookkeeping
+                  staging / ".cache"):
         if cache.is_dir():
             shutil.rmtree(cache)
         elif cache.exists():
@@ -246,20 +260,26 @@ def cmd_pin(args: argparse.Namespace, profile: Profile) -> int:
         print(f"prepare-inputs: cannot read the inputs' pins under {args.prep_root}: {exc} — "
               "run make prepare-inputs first", file=sys.stderr)
         return 1
-    target = PROFILE_DIR / f"{args.name}.env"
-    text = pin.profile_text(profile, args.name, values,
+    # Into the named profile (PROFILE=<name>), or local.env when the default profile was used.
+    name = args.name or (profile.PROFILE_NAME if args.profile else "local")
+    target = PROFILE_DIR / f"{name}.env"
+    in_place = target.resolve() == profile.path.resolve()
+    text = pin.profile_text(profile, name, values, "" if in_place else
                             f"Pinned by make pin-inputs from {profile.PROFILE_NAME} and the inputs "
                             f"prepared under {args.prep_root}.")
-    if target.exists() and target.read_text(encoding="utf-8") != text and not args.force:
-        print(f"prepare-inputs: {target} exists with other pins; nothing was changed. Pass "
-              "FORCE=1 to replace it, or --name another profile.", file=sys.stderr)
+    differs = (pin.changed_pins(profile, values) if in_place else
+               target.exists() and target.read_text(encoding="utf-8") != text)
+    if differs and not args.force:
+        shown = "; ".join(differs) if isinstance(differs, list) else "it holds other lines"
+        print(f"prepare-inputs: {target} exists with other pins ({shown}); nothing was changed. "
+              "Pass FORCE=1 to replace them, or NAME=<another profile>.", file=sys.stderr)
         return 1
     try:
         write_text(target, text)  # refused unless absent or a regular file (never a device)
     except RecordError as exc:
         print(f"prepare-inputs: {exc}", file=sys.stderr)
         return 1
-    say(f"wrote {target}; now run: make checksums && make verify-inputs PROFILE={args.name} "
+    say(f"wrote {target}; now run: make checksums && make verify-inputs PROFILE={name} "
         f"PREP_ROOT={args.prep_root}")
     return 0
 
@@ -272,7 +292,8 @@ def main(argv=None) -> int:
         p.add_argument("--prep-root", type=Path, required=True)
         p.add_argument("--profile", default="")
         if name == "pin":
-            p.add_argument("--name", default="local")
+            p.add_argument("--name", default="", help="the profile to write (default: --profile's "
+                           "own, or local when --profile is empty)")
             p.add_argument("--force", action="store_true", help="replace a profile with other pins")
         else:
             p.add_argument("--verl-mirror", default="", help="clone verl from here (URL or path)")

@@ -28,7 +28,7 @@ def refuse_unsafe(folder: Path, required: list) -> None:
 def read_pins(profile: Profile, root: Path) -> Dict[str, str]:
     """The values a profile must hold to pin what is under ``root`` in its layout."""
     data = profile.data_root(root)
-    refuse_unsafe(profile.model_root(root), required_files(profile, "model"))
+    refuse_unsafe(profile.model_root(root), required_files(profile, "model", profile.model_root(root)))
     refuse_unsafe(data, required_files(profile, "data"))
     manifest = json.loads((data / "dataset-manifest.json").read_text(encoding="utf-8"))
     verl_parent = profile.verl_root(root).parent
@@ -69,3 +69,10 @@ def profile_text(profile: Profile, name: str, values: Dict[str, str], header: st
         out.append(line)
     out += [f"{k}={v}" for k, v in values.items() if k not in seen and k != "PROFILE_NAME"]
     return "\n".join(out) + "\n"
+
+
+def changed_pins(profile: Profile, values: Dict[str, str]) -> list:
+    """'KEY: old -> new' for each value the profile already holds differently (an absent pin, as
+    make new-profile leaves it, is filled in, not changed)."""
+    return [f"{key}: {profile.values[key]} -> {value}" for key, value in values.items()
+            if profile.values.get(key) and profile.values[key] != value]

@@ -69,7 +69,7 @@ model_dir() {
   run make -s -C "$REPO_COPY" verify-inputs PREP_ROOT="$VOL" PROFILE=prep-test
   assert_failure
   assert_output --partial "(INP-E007) "
-  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=prep-test
+  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=prep-test NAME=local
   assert_success
   assert_output --partial "profiles/local.env; now run: make checksums"
   run make -s -C "$REPO_COPY" checksums
@@ -156,10 +156,83 @@ PY
   prepare
   local local_env=$REPO_COPY/tools/verl/two-worker-grpo/profiles/local.env
   echo "PROFILE_NAME=local" >"$local_env"
-  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=prep-test
+  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=prep-test NAME=local
   assert_failure
-  assert_output --partial "exists with other pins; nothing was changed"
+  assert_output --partial "exists with other pins (it holds other lines); nothing was changed"
   assert_equal "$(cat "$local_env")" "PROFILE_NAME=local"
-  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=prep-test FORCE=1
+  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=prep-test NAME=local FORCE=1
   assert_success
+}
+
+@test "a new profile has no pins until pin-inputs writes them into that very profile" {
+  local profiles=$REPO_COPY/tools/verl/two-worker-grpo/profiles
+  run make -s -C "$REPO_COPY" new-profile FROM=prep-test NAME=mine
+  assert_success
+  assert_output --partial "wrote $profiles/mine.env from prep-test, without input pins"
+  run grep -c "SUMS_SHA256=" "$profiles/mine.env"
+  assert_output "0"
+  run make -s -C "$REPO_COPY" check-profile PROFILE=mine
+  assert_failure
+  assert_output --partial "(INP-E070) MODEL_SUMS_SHA256, DATA_SUMS_SHA256 not pinned yet"
+  prepare PROFILE=mine
+  assert_success
+  run make -s -C "$REPO_COPY" verify-inputs PREP_ROOT="$VOL" PROFILE=mine
+  assert_failure
+  assert_output --partial "(INP-E070) the profile pins no model SHA256SUMS yet: make pin-inputs PROFILE=mine"
+  assert_not_exist "$profiles/local.env"
+  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=mine
+  assert_success
+  assert_output --partial "profiles/mine.env; now run: make checksums"
+  assert_not_exist "$profiles/local.env"
+  run make -s -C "$REPO_COPY" verify-inputs PREP_ROOT="$VOL" PROFILE=mine
+  assert_success
+  assert_output --partial "inputs: PASSED"
+  run make -s -C "$REPO_COPY" check-profile PROFILE=mine
+  assert_success
+  # Pinning again is a no-op; a pin that would change needs FORCE=1.
+  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=mine
+  assert_success
+  sed -i 's/^DATA_SUMS_SHA256=.*/DATA_SUMS_SHA256='"$(printf 'a%.0s' {1..64})"'/' "$profiles/mine.env"
+  local before
+  before=$(cat "$profiles/mine.env")
+  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=mine
+  assert_failure
+  assert_output --partial "exists with other pins (DATA_SUMS_SHA256: aaaa"
+  assert_equal "$(cat "$profiles/mine.env")" "$before"
+}
+
+@test "new-profile never replaces a profile and refuses a bad name" {
+  local profiles=$REPO_COPY/tools/verl/two-worker-grpo/profiles
+  local before
+  before=$(cat "$profiles/prep-test.env")
+  run make -s -C "$REPO_COPY" new-profile FROM=tutorial-2x2-a100 NAME=prep-test
+  assert_failure
+  assert_output --partial "prep-test.env exists; nothing was changed"
+  assert_equal "$(cat "$profiles/prep-test.env")" "$before"
+  run make -s -C "$REPO_COPY" new-profile FROM=tutorial-2x2-a100 NAME=../x
+  assert_failure
+  assert_output --partial "must be a name of letters"
+}
+
+@test "MODEL_HUB=huggingface takes the model with the Hugging Face client, or says how to get it" {
+  sed -i 's/^MODEL_HUB=.*/MODEL_HUB=huggingface/' "$REPO_COPY/tools/verl/two-worker-grpo/profiles/prep-test.env"
+  # Without the client: a clear message, and nothing half-written.
+  mkdir -p "$BATS_TEST_TMPDIR/empty"
+  PYTHONPATH="$BATS_TEST_TMPDIR/empty" PYTHONNOUSERSITE=1 prepare MODEL_SOURCE= PYTHON="python3 -S"
+  assert_failure
+  assert_output --partial "model: the huggingface_hub client is not installed: pip install huggingface_hub, or pass MODEL_SOURCE="
+  # With a client (a stand-in that copies the sources' model, as snapshot_download would).
+  mkdir -p "$BATS_TEST_TMPDIR/hub/huggingface_hub"
+  cat >"$BATS_TEST_TMPDIR/hub/huggingface_hub/__init__.py" <<PY
+import shutil
+def snapshot_download(repo_id, revision=None, local_dir=None, **kwargs):
+    open("$BATS_TEST_TMPDIR/hub/called", "w").write(f"{repo_id} {revision}")
+    shutil.copytree("$SOURCES/model", local_dir, dirs_exist_ok=True)
+    return local_dir
+PY
+  PYTHONPATH="$BATS_TEST_TMPDIR/hub" prepare MODEL_SOURCE=
+  assert_success
+  assert_line "prepare-inputs: model: downloading deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B at 6fc93244f442ee2b5ab5c8000687ef5f7ffe1d03 from Hugging Face"
+  assert_equal "$(cat "$BATS_TEST_TMPDIR/hub/called")" "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B 6fc93244f442ee2b5ab5c8000687ef5f7ffe1d03"
+  assert_exist "$VOL/models/huggingface/deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B/6fc93244f442ee2b5ab5c8000687ef5f7ffe1d03/SHA256SUMS"
 }

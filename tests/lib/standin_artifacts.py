@@ -21,7 +21,8 @@ def main(argv) -> int:
     record = json.loads((run_dir / "run.json").read_text())
     profile = load_profile(record["profile"]["path"])
     workers = json.loads((run_dir / "preflight.json").read_text())["workers"]
-    hosts = [{"hostname": w["hostname"], "ip": w["node_ip"], "node_id": w["node_id"]} for w in workers]
+    hosts = [{"hostname": w["hostname"], "ip": w["node_ip"], "node_id": w["node_id"],
+              "gpus": profile.GPUS_PER_NODE if w.get("gpu_node", True) else 0} for w in workers]
     target = profile.TARGET_STEPS
     resume_from = None
     if overrides.get("trainer.resume_mode") == "resume_path":
@@ -41,7 +42,7 @@ def main(argv) -> int:
     for name in ("tensorboard", "rollouts", "checkpoints"):
         if (scratch / name).exists():
             os.replace(scratch / name, run_dir / name)
-    for line in synthrun.training_log(hosts, [profile.GPUS_PER_NODE] * profile.NODES, target,
+    for line in synthrun.training_log(hosts, [h["gpus"] for h in hosts], target,
                                       str(run_dir), **options):
         print(line, flush=True)
     for leftover in scratch.iterdir():

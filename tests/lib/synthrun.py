@@ -39,11 +39,15 @@ def training_log(hosts: Sequence[Dict[str, str]], per_node: Sequence[int], steps
                  drop_complete: Optional[int] = None, duplicate_rank: Optional[int] = None,
                  nccl_warn: bool = False, noise: int = 20, complete_extra: str = "",
                  nan_loss: bool = False, seed: int = 0, first_step: int = 1,
-                 last_step: Optional[int] = None, resume_from: Optional[str] = None) -> List[str]:
+                 last_step: Optional[int] = None, resume_from: Optional[str] = None,
+                 transport: str = "socket", socket_ranks: Sequence[int] = ()) -> List[str]:
     """The lines of training.log; per_node[i] ranks on hosts[i] (hosts[0] runs the driver).
 
     resume_from: the global_step_N folder verl loads (it prints what verl 0.6.0 prints); then
-    steps first_step..last_step are trained (default 1..steps)."""
+    steps first_step..last_step are trained (default 1..steps).
+
+    transport="ib": each rank logs what NCCL's IB plugin prints (net_ib/init.cc) over 8 HCAs and
+    the IB network, except socket_ranks, which log NCCL's fallback (no IB device, Socket)."""
     rng = random.Random(seed)
     world = sum(per_node)
     task = 3773
@@ -61,10 +65,21 @@ def training_log(hosts: Sequence[Dict[str, str]], per_node: Sequence[int], steps
         head = prefix("WorkerDict", pid, ip) + f"{host['hostname']}:{pid}:{pid + 7} [{local}] NCCL INFO "
         bus = "%x0" % (6 + 4 * local)
         comm = "0x%x" % (0x55d0000000 + rank)
-        init_lines += [
-            head + f"NCCL_IB_DISABLE set by environment to {ib_value}.",
-            head + f"NET/Socket : Using [0]eth0:{host['ip']}<0>",
-            head + f"Using network {network}",
+        if transport == "ib" and rank not in socket_ranks:
+            hcas = " ".join(f"[{d}]mlx5_{d}:1/IB" for d in range(8))
+            net_lines = [head + "NCCL_IB_DISABLE set by environment to 0.",
+                         head + f"NET/IB : Using {hcas} [RO]; OOB eth0:{host['ip']}<0>",
+                         head + "Using network IB"]
+        elif transport == "ib":
+            net_lines = [head + "NCCL_IB_DISABLE set by environment to 0.",
+                         head + "NET/IB : No device found.",
+                         head + f"NET/Socket : Using [0]eth0:{host['ip']}<0>",
+                         head + "Using network Socket"]
+        else:
+            net_lines = [head + f"NCCL_IB_DISABLE set by environment to {ib_value}.",
+                         head + f"NET/Socket : Using [0]eth0:{host['ip']}<0>",
+                         head + f"Using network {network}"]
+        init_lines += net_lines + [
             head + f"ncclCommInitRankConfig comm {comm} rank {rank} nranks {world} cudaDev {local} "
                    f"nvmlDev {local} busId {bus} commId {comm_id} - Init START",
         ]
@@ -139,13 +154,15 @@ def torch_zip(path: Path, payload: Optional[bytes] = None, storages: Sequence[in
 
 def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Sequence[Dict[str, str]],
               per_node: Optional[Sequence[int]] = None, with_log: bool = True,
-              save_steps: Optional[Sequence[int]] = None, **log_options) -> Path:
+              save_steps: Optional[Sequence[int]] = None, val_steps: Sequence[int] = (),
+              **log_options) -> Path:
     """A complete run folder that postflight passes, unless log_options plant a fault.
 
     first_step/last_step (log_options) cut the run short or start it later; save_steps are the
     steps with a checkpoint (default the last)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    per_node = list(per_node or [profile.GPUS_PER_NODE] * profile.NODES)
+    # A host with "gpus": 0 (a CPU-only head) holds no rank.
+    per_node = list(per_node or [h.get("gpus", profile.GPUS_PER_NODE) for h in hosts])
     world, steps = sum(per_node), profile.TARGET_STEPS
     first = log_options.get("first_step", 1)
     last = log_options.get("last_step") or steps
@@ -167,8 +184,10 @@ def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Seq
         "phase": "preflight", "status": "passed", "run_id": run_id,
         "workers": [{"ordinal": i, "hostname": h["hostname"], "node_ip": h["ip"],
                      "node_id": h.get("node_id", f"{i:02x}" * 28), "is_head": i == 0,
-                     "gpu_names": [profile.GPU_MODEL] * profile.GPUS_PER_NODE,
-                     "gpu_count": profile.GPUS_PER_NODE, "driver": ["535.104.05"]}
+                     "gpu_node": h.get("gpus", profile.GPUS_PER_NODE) > 0,
+                     "gpu_names": [profile.GPU_MODEL] * h.get("gpus", profile.GPUS_PER_NODE),
+                     "gpu_count": h.get("gpus", profile.GPUS_PER_NODE),
+                     "driver": ["535.104.05"] if h.get("gpus", 1) else []}
                     for i, h in enumerate(hosts)]}, indent=2))
     tb = run_dir / "tensorboard"
     tb.mkdir(exist_ok=True)
@@ -176,7 +195,9 @@ def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Seq
     write_events(tb / "events.out.tfevents.1764676800.host0.3773.0",
                  [(s, {t: (math.nan if nan and t == "actor/pg_loss" else
                            float(s) if t == "training/global_step" else 0.01 * s)
-                       for t in TAGS}) for s in range(first, last + 1)])
+                       for t in TAGS}) for s in range(first, last + 1)]
+                 # verl's validation scalars (val-core/<data source>/<variable>/<metric>)
+                 + [(s, {"val-core/openai/gsm8k/reward/mean@1": 0.25 * s}) for s in val_steps])
     rollouts = run_dir / "rollouts"
     rollouts.mkdir(exist_ok=True)
     for step in range(first, last + 1):

@@ -33,12 +33,14 @@ def build_storage(nodes, gpus, values):
     return prepare
 
 
-def up(tmp_path_factory, name, nodes, gpus, **values):
+def up(tmp_path_factory, name, nodes, gpus, head_gpus=None, **values):
+    """nodes Ray hosts; with head_gpus=0 the head is CPU-only and the profile counts the others."""
     root = tmp_path_factory.mktemp(name)
     cluster = netcluster.Cluster(root)
     rollout = root / "storage" / BUNDLE_REL / "rollout"  # the fixture profile's engine is hf
+    gpu_nodes = nodes - (head_gpus == 0)
     cluster.up(nodes, gpus, env={"PYTHONPATH": str(rollout)},
-               prepare=build_storage(nodes, gpus, values))
+               prepare=build_storage(gpu_nodes, gpus, values), head_gpus=head_gpus)
     return cluster
 
 
@@ -393,3 +395,44 @@ def test_four_nodes_of_two_gpus_use_the_same_code(cluster4, request):
     assert result.code == 0, result.output
     assert [w["hostname"] for w in result.record["workers"]] == [f"node-{i}" for i in range(4)]
     assert result.record["world_size"] == 8
+
+
+@pytest.fixture(scope="module")
+def cluster_cpu_head(tmp_path_factory, cluster4):
+    cluster4.down()
+    # A CPU-only head (Ray --num-gpus=0, no GPU in nvidia-smi) and two workers of two GPUs:
+    # the profile's NODES=2 x GPUS_PER_NODE=2 describes the GPU workers.
+    layout = up(tmp_path_factory, "cpuhead", 3, 2, head_gpus=0)
+    yield layout
+    layout.down()
+
+
+def test_a_cpu_only_head_with_gpu_workers_passes_preflight(cluster_cpu_head, request):
+    result = preflight(cluster_cpu_head, request)
+    assert result.code == 0, result.output
+    workers = result.record["workers"]
+    assert [(w["hostname"], w["is_head"], w["gpu_node"], w["gpu_count"]) for w in workers] == [
+        ("node-0", True, False, 0), ("node-1", False, True, 2), ("node-2", False, True, 2)]
+    assert result.record["cluster_resources"]["GPU"] == 4.0
+
+
+def test_the_driver_command_on_a_cpu_only_head_reaches_success(cluster_cpu_head):
+    out, run = launch(cluster_cpu_head, "cpu-head-ok")
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    placement = json.loads((run / "actor-placement.json").read_text())
+    assert placement["status"] == "passed"
+    assert {a["hostname"] for a in placement["actors"]} == {"node-1", "node-2"}
+    assert sorted(placement["node_counts"].values()) == [2, 2]
+
+
+def test_a_gpu_worker_missing_beside_a_cpu_head_is_named(cluster_cpu_head, request):
+    node = cluster_cpu_head.nodes[2]
+    cluster_cpu_head.stop_ray(node)
+    cluster_cpu_head.wait_nodes(2)
+    try:
+        result = preflight(cluster_cpu_head, request)
+    finally:
+        cluster_cpu_head.start_ray(node, 2)
+        cluster_cpu_head.wait_nodes(3)
+    assert result.ids() == {"PRE-E012"}
+    assert "live Ray nodes with GPUs: expected 2, actual 1" in result.output

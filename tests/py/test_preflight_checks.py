@@ -45,7 +45,8 @@ def context(tmp_path, nodes=2, answered=None):
     ctx.ray = object()  # connected: these checks only read the reports
     ctx.driver_node_id = node_id(0)
     ctx.nodes = [{"NodeID": node_id(i), "NodeManagerHostname": f"node-{i}",
-                  "NodeManagerAddress": f"10.0.0.{10 + i}"} for i in range(nodes)]
+                  "NodeManagerAddress": f"10.0.0.{10 + i}",
+                  "Resources": {"GPU": float(profile.GPUS_PER_NODE)}} for i in range(nodes)]
     ctx.token = "exp-001 token\n"
     (tmp_path / "preflight-nodes").mkdir()
     for i in range(nodes if answered is None else answered):
@@ -63,7 +64,10 @@ def test_healthy_reports_pass_every_node_check(tmp_path):
     ctx = context(tmp_path)
     checks = [c for c in preflight.CHECKS if preflight.PROBED == c.needs]
     results = run_checks("preflight", [Check("node-probes", lambda c: []), *checks], ctx)
-    assert [(r.name, r.findings, r.skipped) for r in results if r.findings or r.skipped] == []
+    # The tutorial's socket profile has no IB and no NCCL interface variable to judge.
+    assert [(r.name, r.findings, r.skipped) for r in results if r.findings or r.skipped] == [
+        ("nccl-passthrough", [], "the profile sets no NCCL interface variable"),
+        ("infiniband", [], "NCCL_TRANSPORT=socket: IB is off")]
 
 
 def change(ctx, ordinal, path, value):
@@ -126,7 +130,8 @@ def test_without_ray_every_cluster_check_says_skipped_not_ok(monkeypatch, tmp_pa
     results = {r.name: r for r in run_checks("preflight", preflight.CHECKS, ctx)}
     assert ids(results["ray-connection"].findings) == ["PRE-E010"]
     judged = [name for name, r in results.items() if not r.skipped]
-    assert judged == ["batch-sizes", "ray-connection"]
+    assert judged == ["batch-sizes", "rollout-tp-per-node", "rollout-lengths", "extra-overrides",
+                      "nccl-values", "ray-connection"]
     out = capsys.readouterr().out
     assert re.search(r"node-count \.+ skipped \(not connected to a Ray cluster\)", out)
     assert re.search(r"gpus \.+ skipped \(needs node-probes, which was skipped\)", out)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .checks import inputs, postflight, preflight
+from .checks import inputs, postflight, preflight, recipe
 from . import launch
 from .report import runs, summary
 from .run.catalog import markdown_page, markdown_table
@@ -86,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("request", help="check the job's variables, profile and volume; print the "
                    "launcher's settings (launcher)")
+
+    sub.add_parser("check-profile", parents=[common], help="every rule on the profile that needs "
+                   "no cluster (batch sizes, rollout TP and lengths, EXTRA_OVERRIDES, pins)")
 
     p = sub.add_parser("runtime-env", parents=[common], help="print the RuntimeEnv JSON to paste")
     p.add_argument("--storage-root", type=Path, required=True)
@@ -165,7 +168,7 @@ HANDLERS = {"inputs": inputs.main, "preflight": preflight.main, "postflight": po
             "command": launch.training_command, "runtime-env": launch.runtime_env,
             "record-run": launch.record_run, "catalog": print_catalog,
             "resume": launch.resume, "request": launch.check_request,
-            "heartbeat": launch.heartbeat, "attempt": launch.attempt}
+            "heartbeat": launch.heartbeat, "attempt": launch.attempt, "check-profile": recipe.main}
 NO_PROFILE = ("catalog", "runs", "request", "heartbeat")  # phases that judge no single run
 
 

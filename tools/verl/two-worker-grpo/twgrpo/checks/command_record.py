@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ..formats import bounded, lines
+from ..run import recipe
 from ..run.command import training_command
 from ..run.findings import Finding, finding, mismatch
 from ..run.profile import Profile
@@ -31,6 +32,16 @@ JUDGED_OVERRIDES = (
     "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_IB_DISABLE",
     "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_DEBUG",
     "trainer.default_local_dir", "trainer.rollout_data_dir",
+    # The open recipe's first-class values (their defaults are the tutorial's).
+    "trainer.logger", "trainer.total_epochs", "trainer.test_freq", "trainer.val_before_train",
+    "actor_rollout_ref.rollout.max_num_seqs", "actor_rollout_ref.rollout.max_num_batched_tokens",
+    "actor_rollout_ref.rollout.enforce_eager",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_MODE",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_DIR",
+    # NCCL_TRANSPORT=ib: the interface choices every worker got (absent from a socket command).
+    "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_IB_HCA",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_SOCKET_IFNAME",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_IB_GID_INDEX",
 )
 # Stands for the storage root in the expected command when run.json does not name it.
 ANY_ROOT = "/\0storage-root"
@@ -43,7 +54,10 @@ def overrides(argv: List[str]) -> Dict[str, str]:
 def expected_overrides(profile: Profile, run_id: str, storage_root: Optional[str]) -> Dict[str, str]:
     """key -> value, from the very command the launcher runs (command.training_command)."""
     argv = training_command(profile, Path(storage_root or ANY_ROOT), run_id)
-    return {key: value for key, value in overrides(argv).items() if key in JUDGED_OVERRIDES}
+    # The profile's EXTRA_OVERRIDES are judged too: each must be on the command verl ran.
+    extra = {key for key, _ in recipe.parse(profile.EXTRA_OVERRIDES)[0]}
+    return {key: value for key, value in overrides(argv).items()
+            if key in JUDGED_OVERRIDES or key.lstrip("+") in extra}
 
 
 def override_matches(want: str, have: Optional[str]) -> bool:
@@ -78,6 +92,9 @@ def check_resolved_command(ctx) -> List[Finding]:
         found.append(mismatch("POST-E006", str(path), "command", "python3 -m verl.trainer.main_ppo",
                               " ".join(argv[:3])))
     root = recorded_storage_root(ctx.run_dir)
+    deleted = [w for _, w in recipe.parse(ctx.profile.EXTRA_OVERRIDES)[0] if w.startswith("~")]
+    found += [mismatch("POST-E006", str(path), word, "present", "absent")
+              for word in deleted if word not in argv]
     for key, want in expected_overrides(ctx.profile, ctx.run_id, root).items():
         have = given.get(key)
         if not override_matches(want, have):

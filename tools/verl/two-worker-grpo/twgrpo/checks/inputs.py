@@ -13,11 +13,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ..formats import bounded, hashing, parquet, safetensors, sums
+from ..formats import bounded, hashing, parquet, sums
 from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch
 from ..run.mounts import mount_for
 from ..run.phase import run_phase
 from ..run.profile import Profile
+from . import weights
 
 MAX_MANIFEST = 1 << 20  # dataset-manifest.json is a few hundred bytes
 
@@ -172,6 +173,9 @@ def unlisted(folder: Path, listed: Dict[str, str]) -> List[str]:
 def _sums_file(folder: Path, pin: str, what: str, ctx: InputsContext) -> Optional[List[Finding]]:
     """Check that SHA256SUMS exists and hashes to the pin; None means carry on."""
     path = folder / sums.NAME
+    if not pin:  # a profile from make new-profile, not pinned yet
+        return [finding("INP-E070", str(folder), f"the profile pins no {what} SHA256SUMS yet: "
+                        f"make pin-inputs PROFILE={ctx.profile.PROFILE_NAME}")]
     if not path.is_file():
         return [finding("INP-E006", str(folder), f"no SHA256SUMS in the {what} folder")]
     actual = hashing.sha256_file(path)
@@ -188,10 +192,12 @@ SUMS_FINDINGS = {sums.UNREADABLE: "INP-E024", sums.MALFORMED: "INP-E015", sums.E
                  sums.MISSING: "INP-E009", sums.MISMATCH: "INP-E008"}
 
 
-def required_files(profile: Profile, what: str) -> List[str]:
+def required_files(profile: Profile, what: str, folder: Optional[Path] = None) -> List[str]:
     """The files of a folder the run reads, so an empty or partial SHA256SUMS cannot pass."""
     if what == "model":
-        return ["config.json", profile.MODEL_WEIGHTS]
+        if folder is None:
+            return ["config.json", profile.MODEL_WEIGHTS]
+        return ["config.json", *weights.weight_files(folder, profile.MODEL_WEIGHTS)]
     return ["train.parquet", "test.parquet", "dataset-manifest.json"]
 
 
@@ -199,7 +205,7 @@ def _verify_folder(folder: Path, pin: str, what: str, ctx: InputsContext) -> Lis
     found = _sums_file(folder, pin, what, ctx)
     if found is not None:
         return found
-    listing, problems = sums.check_folder(folder, required_files(ctx.profile, what), ctx.deep,
+    listing, problems = sums.check_folder(folder, required_files(ctx.profile, what, folder), ctx.deep,
                                           label=f"{what} files")
     found = [finding(SUMS_FINDINGS[p.kind], str(folder / p.name) if p.kind != sums.UNREADABLE
                      else p.name, p.message) for p in problems]
@@ -225,15 +231,7 @@ def check_data_files(ctx: InputsContext) -> List[Finding]:
 
 
 def check_model_weights(ctx: InputsContext) -> List[Finding]:
-    path = ctx.model_root / ctx.profile.MODEL_WEIGHTS
-    try:
-        info = safetensors.inspect(path)
-    except OSError as exc:
-        return [finding("INP-E014", str(path), f"cannot read the weights: {exc.strerror}")]
-    except (safetensors.WeightsError, KeyError, TypeError, ValueError) as exc:
-        return [finding("INP-E014", str(path), f"not a whole safetensors file: {exc}")]
-    ctx.evidence["model_weights"] = info
-    return []
+    return weights.check_weights(ctx.model_root, ctx.profile.MODEL_WEIGHTS, ctx.evidence)
 
 
 def check_dataset_manifest(ctx: InputsContext) -> List[Finding]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
+from ..run.command import nccl_env
 from ..run.findings import Finding, Skip, finding, mismatch
 from ..run.profile import ROLLOUT_ENGINES
 from ..run.records import read_json
@@ -36,6 +37,8 @@ def check_shared_storage(ctx) -> List[Finding]:
 def check_gpus(ctx) -> List[Finding]:
     found = []
     for ordinal, report in ctx.answered():
+        if not ctx.is_gpu_node(ordinal):
+            continue  # a CPU-only node (head or worker): Ray gave it no GPU, verl puts no rank there
         name, query = ctx.node_name(ordinal), report["gpu_query"]
         if "error" in query:
             found.append(finding("PRE-E019", name, query["error"]))
@@ -81,11 +84,13 @@ def check_storage_mount(ctx) -> List[Finding]:
 
 
 def check_nccl_env(ctx) -> List[Finding]:
+    """NCCL_IB_DISABLE as the profile's NCCL_TRANSPORT sets it: 1 for socket, 0 for ib."""
     found = []
+    want = nccl_env(ctx.profile)["NCCL_IB_DISABLE"]
     for ordinal, report in ctx.answered():
         value = report["env"].get("NCCL_IB_DISABLE")
-        if value != "1":
-            found.append(mismatch("PRE-E024", ctx.node_name(ordinal), "NCCL_IB_DISABLE", "1",
+        if value != want:
+            found.append(mismatch("PRE-E024", ctx.node_name(ordinal), "NCCL_IB_DISABLE", want,
                                   "unset" if value is None else repr(value)))
     return found
 

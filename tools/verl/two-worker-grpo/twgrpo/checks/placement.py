@@ -2,20 +2,22 @@
 
 Evidence, all from the log: one NCCL communicator of world size W whose ranks 0..W-1 each
 logged Init START and COMPLETE from one consistent process (host, pid, devices), each rank's
-Gloo full mesh (W-1 peers), Socket transport with NCCL_IB_DISABLE=1 on the node's IP, and G
-ranks on each of the N nodes that preflight.json recorded.
+Gloo full mesh (W-1 peers), the profile's NCCL transport (socket: NCCL_IB_DISABLE=1 and NET/Socket
+on the node's IP; ib: NET/IB with its devices and the IB network), and G ranks on each of the N
+nodes that preflight.json recorded.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..run.findings import Finding, finding, mismatch
 from ..formats import bounded
+from ..formats.trainlines import Transport
 from ..formats.trainlog import InitEvent, LogScan
 
 PER_NODE_LIMIT = 64 << 10  # preflight.json holds each node's probe, about 6 KB each
 PER_NODE_MEMORY = 256 << 10  # and what parsing that much JSON may cost (bounded.cost)
-KEPT = ("hostname", "node_id", "node_ip")
+KEPT = ("hostname", "node_id", "node_ip", "gpu_node")
 Unreadable = bounded.Unreadable
 
 
@@ -82,8 +84,38 @@ def comm_problems(comm: str, ranks: Dict[int, Dict[str, List[InitEvent]]],
     return found
 
 
+def socket_problems(transport: Optional[Transport], node_ip: str) -> List[str]:
+    """NCCL_TRANSPORT=socket (the tutorial's): IB disabled, the Socket network on the node's IP."""
+    if transport is None:
+        return ["no NCCL transport lines"]
+    problems = []
+    if transport.ib_disable != ["1"] * len(transport.ib_disable) or not transport.ib_disable:
+        problems.append(f"NCCL_IB_DISABLE set by environment to {transport.ib_disable or 'nothing'}")
+    if transport.networks != {"Socket"}:
+        problems.append(f"network {sorted(transport.networks) or 'not logged'}, not Socket")
+    if node_ip not in transport.socket_ips:
+        problems.append(f"NET/Socket uses {sorted(transport.socket_ips) or 'nothing'}, not "
+                        f"the node IP {node_ip}")
+    return problems
+
+
+def ib_problems(transport: Optional[Transport]) -> List[str]:
+    """NCCL_TRANSPORT=ib: IB not disabled, NET/IB names its devices and the network is IB
+    (a rank on Socket is POST-E150, judged by the caller)."""
+    if transport is None:
+        return ["no NCCL transport lines"]
+    problems = []
+    if "1" in transport.ib_disable:
+        problems.append("NCCL_IB_DISABLE set by environment to 1")
+    if transport.networks != {"IB"}:
+        problems.append(f"network {sorted(transport.networks) or 'not logged'}, not IB")
+    if not transport.ib_devices:
+        problems.append("no NET/IB : Using line naming its IB devices")
+    return problems
+
+
 def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int,
-                gpus_per_node: int) -> Tuple[List[Finding], Dict[str, Any]]:
+                gpus_per_node: int, nccl_transport: str = "socket") -> Tuple[List[Finding], Dict[str, Any]]:
     """Findings and the actor-placement record."""
     record: Dict[str, Any] = {"expected_actors": world, "expected_nodes": nodes,
                               "gpus_per_node": gpus_per_node}
@@ -108,7 +140,9 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
             found.append(finding("POST-E026", f"commId {comm}", f"rank placement differs from "
                                  f"commId {baseline_comm}"))
     workers = {w["hostname"]: w for w in preflight.get("workers", []) if isinstance(w, dict)}
-    rows, counts = [], {w["node_id"]: 0 for w in workers.values()}
+    fell_back: List[str] = []
+    # Ranks go to the GPU nodes; a CPU-only node (head or worker) is recorded, never counted.
+    rows, counts = [], {w["node_id"]: 0 for w in workers.values() if w.get("gpu_node", True)}
     strangers: Dict[str, List[int]] = {}
     for rank, event in enumerate(actors):
         worker = workers.get(event.host)
@@ -129,17 +163,18 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
         else:
             row["connected_peer_ranks"] = world - 1
         transport = scan.transport.get((event.host, event.pid))
-        problems = []
-        if transport is None:
-            problems.append("no NCCL transport lines")
-        else:
-            if transport.ib_disable != ["1"] * len(transport.ib_disable) or not transport.ib_disable:
-                problems.append(f"NCCL_IB_DISABLE set by environment to {transport.ib_disable or 'nothing'}")
-            if transport.networks != {"Socket"}:
-                problems.append(f"network {sorted(transport.networks) or 'not logged'}, not Socket")
-            if worker["node_ip"] not in transport.socket_ips:
-                problems.append(f"NET/Socket uses {sorted(transport.socket_ips) or 'nothing'}, not "
-                                f"the node IP {worker['node_ip']}")
+        if nccl_transport == "ib":
+            if transport is not None and "Socket" in transport.networks:
+                fell_back.append(f"{rank} ({event.host})")
+                continue
+            problems = ib_problems(transport)
+            if problems:
+                found.append(finding("POST-E151", obj, "; ".join(problems)))
+            else:
+                row.update(nccl_transport="IB", rdma_disabled=False,
+                           ib_devices=sorted(transport.ib_devices))
+            continue
+        problems = socket_problems(transport, worker["node_ip"])
         if problems:
             found.append(finding("POST-E013", obj, "; ".join(problems)))
         else:
@@ -150,6 +185,10 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
                   for host, ranks in sorted(strangers.items())]
         found.append(finding("POST-E010", "preflight.json", f"preflight's {len(workers)} nodes: "
                              + ", ".join(sorted(workers))))
+    if fell_back:
+        found.append(finding("POST-E150", f"{len(fell_back)} of {world} ranks",
+                             f"NCCL_TRANSPORT=ib, but ranks {', '.join(fell_back)} used NCCL's "
+                             "Socket network, not IB", ranks=fell_back))
     record["actors"] = rows
     record["node_counts"] = counts
     shape = sorted(counts.values(), reverse=True)

@@ -11,7 +11,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import audit, checkpoint, fanout, launcher_records, placement, resumed, shards, stopped
+from . import (audit, checkpoint, fanout, launcher_records, placement, resumed, shards, stopped,
+               validation)
 from .command_record import check_resolved_command, small_json
 from .rollouts import check_rollouts
 from ..run import humane, typed
@@ -149,7 +150,8 @@ def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
         found.append(finding("POST-E007", "preflight.json", f"preflight status is "
                              f"{typed.shown(preflight.get('status'))}, not 'passed'"))
     problems, record = placement.place_ranks(ctx.scan(), preflight, ctx.world_size,
-                                             ctx.profile.NODES, ctx.profile.GPUS_PER_NODE)
+                                             ctx.profile.NODES, ctx.profile.GPUS_PER_NODE,
+                                             ctx.profile.NCCL_TRANSPORT)
     found += problems
     ctx.placement_record = record
     return found
@@ -212,6 +214,7 @@ CHECKS = [
     Check("launcher-records", launcher_records.check_launcher_records),
     Check("rank-placement", check_rank_placement, needs=LOGGED),
     Check("tensorboard-scalars", check_tensorboard),
+    Check("validation", validation.check_validation),
     Check("rollouts", check_rollouts),
     Check("checkpoint", check_checkpoint),
     Check("resume", resumed.check_resumed_run, needs=LOGGED),

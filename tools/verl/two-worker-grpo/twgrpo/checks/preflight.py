@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from ..run import humane
-from . import rayimport, sizes
-from ..run.command import FIXED_ENV
+from . import network, rayimport, recipe, sizes
+from ..run.command import FIXED_ENV, IB_ENV
 from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch
 from ..run.phase import run_phase
 from .node_reports import (check_shared_storage, check_gpus, check_driver_version, check_storage_mount,
@@ -53,6 +53,11 @@ class PreflightContext:
         host = report.get("hostname") or self.nodes[ordinal].get("NodeManagerHostname") or "?"
         role = "head" if self.nodes[ordinal]["NodeID"] == self.driver_node_id else "worker"
         return f"node {ordinal} ({role} {host} {self.nodes[ordinal].get('NodeManagerAddress')})"
+
+    def is_gpu_node(self, ordinal: int) -> bool:
+        """A Ray node with GPUs; others (a CPU-only head, CPU workers) are recorded and allowed,
+        and NODES x GPUS_PER_NODE describes the GPU nodes alone."""
+        return self.nodes[ordinal].get("Resources", {}).get("GPU", 0) > 0
 
     def connected(self) -> None:
         if self.ray is None:
@@ -94,10 +99,15 @@ def check_ray_connection(ctx: PreflightContext) -> List[Finding]:
 
 
 def check_node_count(ctx: PreflightContext) -> List[Finding]:
+    """NODES counts the live nodes with GPUs; nodes without (a CPU-only head) are allowed."""
     ctx.connected()
-    if len(ctx.nodes) != ctx.profile.NODES:
-        return [mismatch("PRE-E012", "cluster", "live Ray nodes", ctx.profile.NODES, len(ctx.nodes),
-                         nodes=[n.get("NodeManagerAddress") for n in ctx.nodes])]
+    gpu_nodes = [n for i, n in enumerate(ctx.nodes) if ctx.is_gpu_node(i)]
+    if len(gpu_nodes) != ctx.profile.NODES:
+        what = "live Ray nodes" if len(gpu_nodes) == len(ctx.nodes) else "live Ray nodes with GPUs"
+        return [mismatch("PRE-E012", "cluster", what, ctx.profile.NODES, len(gpu_nodes),
+                         nodes=[n.get("NodeManagerAddress") for n in gpu_nodes],
+                         cpu_only_nodes=[n.get("NodeManagerAddress") for n in ctx.nodes
+                                         if n not in gpu_nodes])]
     return []
 
 
@@ -106,12 +116,13 @@ def check_gpu_resources(ctx: PreflightContext) -> List[Finding]:
     found = []
     for ordinal, node in enumerate(ctx.nodes):
         gpus = node.get("Resources", {}).get("GPU", 0)
-        if gpus != ctx.profile.GPUS_PER_NODE:
+        if gpus and gpus != ctx.profile.GPUS_PER_NODE:
             found.append(mismatch("PRE-E013", ctx.node_name(ordinal), "Ray GPUs on the node",
                                   ctx.profile.GPUS_PER_NODE, gpus))
     total = ctx.cluster_resources.get("GPU", 0)
     # With the wrong number of nodes the total is wrong too: node-count already says so.
-    if total != ctx.profile.world_size and len(ctx.nodes) == ctx.profile.NODES:
+    gpu_nodes = sum(ctx.is_gpu_node(i) for i in range(len(ctx.nodes)))
+    if total != ctx.profile.world_size and gpu_nodes == ctx.profile.NODES:
         found.append(mismatch("PRE-E013", "cluster", "Ray GPUs in total", ctx.profile.world_size,
                               total))
     return found
@@ -121,7 +132,7 @@ def _probe_spec(ctx: PreflightContext, ordinal: int, node_id: str) -> Dict[str, 
     return {"ordinal": ordinal, "node_id": node_id, "run_dir": str(ctx.run_dir),
             "token": ctx.token, "storage_root": str(ctx.storage_root),
             "verl_root": str(ctx.verl_root), "model_root": str(ctx.model_root),
-            "data_root": str(ctx.data_root), "env_keys": sorted(FIXED_ENV),
+            "data_root": str(ctx.data_root), "env_keys": sorted(set(FIXED_ENV) | set(IB_ENV)),
             "engine_module": ROLLOUT_ENGINES[ctx.profile.ROLLOUT_ENGINE],
             "profile_text": ctx.profile.to_text(),
             "profile_source": str(ctx.profile.path)}
@@ -186,6 +197,7 @@ CONNECTED = ("ray-connection",)
 PROBED = ("node-probes",)
 CHECKS = [
     Check("batch-sizes", check_batch_sizes),
+    *recipe.RULES,
     Check("ray-connection", check_ray_connection),
     Check("node-count", check_node_count, needs=CONNECTED),
     Check("gpu-resources", check_gpu_resources, needs=CONNECTED),
@@ -195,6 +207,8 @@ CHECKS = [
     Check("driver-version", check_driver_version, needs=PROBED),
     Check("storage-mount", check_storage_mount, needs=PROBED),
     Check("nccl-env", check_nccl_env, needs=PROBED),
+    Check("nccl-passthrough", network.check_nccl_passthrough, needs=PROBED),
+    Check("infiniband", network.check_infiniband, needs=PROBED),
     Check("rollout-engine", check_rollout_engine, needs=PROBED),
     Check("node-inputs", check_node_inputs, needs=PROBED),
     Check("same-inputs", check_same_inputs, needs=PROBED),
@@ -210,6 +224,7 @@ def topology(ctx: PreflightContext) -> List[Dict[str, Any]]:
         rows.append({"ordinal": ordinal, "node_id": report["node_id"],
                      "node_ip": report["node_ip"], "hostname": report["hostname"],
                      "is_head": report["node_id"] == ctx.driver_node_id,
+                     "gpu_node": ctx.is_gpu_node(ordinal),
                      "gpu_names": [g["name"] for g in gpus], "gpu_count": len(gpus),
                      "driver": sorted({g["driver"] for g in gpus}),
                      "mount_source": (report.get("mount") or {}).get("source")})

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import inputs
+from . import inputs, network
 from ..run.findings import run_checks
 from ..run.mounts import mount_for
 from ..run.profile import parse_profile_text
@@ -143,6 +143,7 @@ def probe_node(spec: Dict[str, Any]) -> Dict[str, Any]:
     report["gpu_query"] = query_gpus()
     report["mount"] = mount_for(Path(spec["storage_root"]))
     report["env"] = {key: os.environ.get(key) for key in spec["env_keys"]}
+    report["infiniband"] = network.infiniband()
     report["python"] = {"version": platform.python_version(), "implementation":
                         platform.python_implementation(), "executable": sys.executable}
     report["packages"] = package_identity()

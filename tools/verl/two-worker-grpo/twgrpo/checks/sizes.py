@@ -48,10 +48,10 @@ def check_batch_sizes(profile: Profile) -> List[Finding]:
                              f"ROLLOUT_TP {p.ROLLOUT_TP} does not divide the world size {world}",
                              mirrors="verl/workers/fsdp_workers.py _build_rollout"))
     # Ours: verl's train dataloader drops the last partial batch, so a split with fewer full
-    # batches than TARGET_STEPS ends the run early.
-    if p.TRAIN_ROWS // p.TRAIN_BATCH_SIZE < p.TARGET_STEPS:
+    # batches (times TOTAL_EPOCHS) than TARGET_STEPS ends the run early.
+    if p.TRAIN_ROWS // p.TRAIN_BATCH_SIZE * p.TOTAL_EPOCHS < p.TARGET_STEPS:
         found.append(finding("PRE-E005", obj,
                              f"TRAIN_ROWS {p.TRAIN_ROWS} hold {p.TRAIN_ROWS // p.TRAIN_BATCH_SIZE} "
-                             f"full batches of {p.TRAIN_BATCH_SIZE}, fewer than TARGET_STEPS "
-                             f"{p.TARGET_STEPS}"))
+                             f"full batches of {p.TRAIN_BATCH_SIZE} x TOTAL_EPOCHS "
+                             f"{p.TOTAL_EPOCHS}, fewer than TARGET_STEPS {p.TARGET_STEPS}"))
     return found

@@ -2,9 +2,10 @@
 each as long as its shape x dtype size; the file ends where the last tensor ends."""
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
-from typing import Any, Dict, Tuple, Union
+from typing import Any, Dict, List, Tuple, Union
 
 from .bounded import loads, open_regular
 
@@ -41,7 +42,8 @@ def _span(name: str, meta: Any) -> Tuple[int, int, str]:
     return offsets[0], offsets[1], name
 
 
-def inspect(path: Union[str, Path]) -> Dict[str, Any]:
+def inspect(path: Union[str, Path], names: bool = False) -> Dict[str, Any]:
+    """{"tensors": count, "bytes": size}, and with names=True "names": the tensor names."""
     with open_regular(path)[0] as stream:  # a FIFO or device is refused, never waited on
         size = stream.seek(0, 2)
         stream.seek(0)
@@ -78,4 +80,34 @@ def inspect(path: Union[str, Path]) -> Dict[str, Any]:
             stream.seek(size - 1)
             if len(stream.read(1)) != 1:
                 raise WeightsError("last byte unreadable")
-    return {"tensors": tensors, "bytes": size}
+    info: Dict[str, Any] = {"tensors": tensors, "bytes": size}
+    if names:
+        info["names"] = sorted(name for _, _, name in spans)
+    return info
+
+
+MAX_INDEX = 64 << 20
+SHARD_NAME = re.compile(r"^[A-Za-z0-9._-]+\.safetensors$")
+
+
+def read_index(path: Union[str, Path]) -> Dict[str, List[str]]:
+    """A sharded model's model.safetensors.index.json: shard file -> its tensor names, sorted.
+    Shard names are plain file names in the same folder."""
+    with open_regular(path)[0] as stream:  # a FIFO or device is refused, never waited on
+        raw = stream.read(MAX_INDEX + 1)
+    if len(raw) > MAX_INDEX:
+        raise WeightsError(f"index is larger than {MAX_INDEX >> 20} MiB")
+    try:
+        index = loads(raw)
+    except ValueError as exc:
+        raise WeightsError(f"index is not JSON: {exc}") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise WeightsError("index has no weight_map object naming tensors and their shards")
+    shards: Dict[str, List[str]] = {}
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or not SHARD_NAME.match(shard):
+            raise WeightsError(f"tensor {name!r:.80} maps to {shard!r:.80}, not a .safetensors "
+                               "file name in the model folder")
+        shards.setdefault(shard, []).append(name)
+    return {shard: sorted(names) for shard, names in sorted(shards.items())}

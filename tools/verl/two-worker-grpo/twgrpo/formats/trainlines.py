@@ -30,6 +30,12 @@ NCCL_IB = re.compile(NCCL_HEAD + r"NCCL_IB_DISABLE set by environment to (?P<val
 NCCL_SOCKET_IFS = re.compile(NCCL_HEAD + r"NET/Socket : Using ")  # interfaces: the rest of the line
 SOCKET_IF = re.compile(r"\[\d{1,4}\](?P<name>[^:\s\[]{1,64}):(?P<ip>[0-9A-Fa-f.:%]{1,64}?)<\d{1,4}>")
 NCCL_NETWORK = re.compile(NCCL_HEAD + r"Using network (?P<net>\w{1,64})")
+# NCCL's IB plugin (src/transport/net_ib*.cc): "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE
+# [RO]; OOB eth0:10.0.0.1<0>"; newer NCCL adds ":rail" or "::plane" after the port, 2.2x's merged
+# devices read "[0]={[0] mlx5_0:1/IB, ...}". The devices are the rest of the line.
+NCCL_IB_USING = re.compile(NCCL_HEAD + r"NET/IB : Using ")
+IB_DEV = re.compile(r"\[\d{1,4}\] ?(?P<dev>[^:\s\[\]{}=,]{1,64}):(?P<port>\d{1,4})(?::\d{0,4}){0,2}"
+                    r"/(?P<link>IB|RoCE)\b")
 GLOO = (re.compile(r"\[Gloo\] Rank (?P<rank>\d{1,9}) is connected to (?P<peers>\d{1,9}) peer ranks\. "
                    r"Expected number of connected peer ranks is : (?P<expected>\d{1,9})"),
         re.compile(r"INFO Rank (?P<rank>\d{1,9}) is connected to (?P<peers>\d{1,9})\. "
@@ -95,6 +101,7 @@ class Transport:
     ib_disable: List[str] = dataclasses.field(default_factory=list)
     socket_ips: Set[str] = dataclasses.field(default_factory=set)
     networks: Set[str] = dataclasses.field(default_factory=set)
+    ib_devices: Set[str] = dataclasses.field(default_factory=set)  # "mlx5_0:1/IB"
 
 
 @dataclasses.dataclass
@@ -140,7 +147,7 @@ class LogScan:
             self.gloo.setdefault(key, set()).add(seen)
 
     def add_transport(self, key: Tuple[str, int], ib: Optional[str] = None, ips: Iterable[str] = (),
-                      network: Optional[str] = None) -> None:
+                      network: Optional[str] = None, ib_devices: Iterable[str] = ()) -> None:
         if key not in self.transport and not self.room():
             return
         t = self.transport.setdefault(key, Transport())
@@ -151,6 +158,9 @@ class LogScan:
                 t.socket_ips.add(ip)
         if network is not None and network not in t.networks and self.room():
             t.networks.add(network)
+        for device in ib_devices:
+            if device not in t.ib_devices and self.room():
+                t.ib_devices.add(device)
 
     def add_fatal(self, line: int, name: str, text: str) -> None:
         self.fatal_count += 1
@@ -190,6 +200,7 @@ class LogScan:
             self.add_transport(key, ips=sorted(t.socket_ips))
             for network in sorted(t.networks):
                 self.add_transport(key, network=network)
+            self.add_transport(key, ib_devices=sorted(t.ib_devices))
         for key, seen in other.gloo.items():
             for pair in sorted(seen):
                 self.add_gloo(key, pair)
@@ -224,7 +235,7 @@ def _parse_line(scan: LogScan, number: int, raw: str) -> None:
             scan.add_init((m["commid"].lower(), int(m["rank"])), m["phase"], event)
             return
     if "NCCL INFO" in body:
-        for pattern in (NCCL_IB, NCCL_SOCKET_IFS, NCCL_NETWORK):
+        for pattern in (NCCL_IB, NCCL_SOCKET_IFS, NCCL_NETWORK, NCCL_IB_USING):
             m = pattern.search(body)
             if m:
                 key = (m["host"], int(m["pid"]))
@@ -232,6 +243,9 @@ def _parse_line(scan: LogScan, number: int, raw: str) -> None:
                     scan.add_transport(key, ib=m["value"])
                 elif pattern is NCCL_SOCKET_IFS:
                     scan.add_transport(key, ips=[i["ip"] for i in SOCKET_IF.finditer(body, m.end())])
+                elif pattern is NCCL_IB_USING:
+                    scan.add_transport(key, ib_devices=[f"{d['dev']}:{d['port']}/{d['link']}"
+                                                        for d in IB_DEV.finditer(body, m.end())])
                 else:
                     scan.add_transport(key, network=m["net"])
                 return

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Tuple
 
-from . import svg
+from . import nodegrid, svg
 from ..run.humane import duration, number, size, topology, when
 from . import lineage_page
 from .runview import KEY_SCALARS, RunView
@@ -84,9 +84,17 @@ def _transport(view: RunView) -> Tuple[str, str]:
         text_ = "No rank placement yet: postflight writes actor-placement.json from training.log."
         return "ranks: not placed yet", text_
     socket = all(a.get("nccl_transport") == "Socket" for a in actors)
+    ib = all(a.get("nccl_transport") == "IB" for a in actors)
     rdma_off = all(a.get("rdma_disabled") for a in actors)
     world = len(actors)
     peers = sorted({str(a.get("connected_peer_ranks", "?")) for a in actors})
+    if ib:
+        hcas = sorted({len(a.get("ib_devices") or []) for a in actors})
+        short = (f"{world} ranks · NCCL over InfiniBand · "
+                 f"{'/'.join(map(str, hcas))} IB ports per rank")
+        return short, (f"Evidence from training.log: all {world} ranks finished NCCL init and "
+                       "logged NET/IB : Using with their IB devices and Using network IB "
+                       "(NCCL_IB_DISABLE set by environment to 0).")
     nccl = "NCCL over Socket (TCP)" if socket else "NCCL transport not proven to be Socket"
     rdma = "RDMA off" if rdma_off else "RDMA not proven off"
     short = f"{world} {'rank' if world == 1 else 'ranks'} · {nccl} · {rdma}"
@@ -103,7 +111,8 @@ def _ranks_table(view: RunView) -> str:
         f'<tr><td>{text(a.get("rank"))}</td><td>{text(hosts.get(a.get("node_id"), a.get("hostname", "?")))}'
         f'</td><td>{text(a.get("node_ip", "?"))}</td><td>{text(a.get("pid", "?"))}</td>'
         f'<td>{text(a.get("cuda_dev", "?"))}</td><td>{text(a.get("nccl_transport", "?"))}</td>'
-        f'<td>{"off" if a.get("rdma_disabled") else "?"}</td></tr>' for a in view.actors[:256])
+        f'<td>{"off" if a.get("rdma_disabled") else "on" if a.get("nccl_transport") == "IB" else "?"}'
+        '</td></tr>' for a in view.actors[:1024])
     if not rows:
         return ""
     return ("<table><tr><th>rank</th><th>host</th><th>IP</th><th>pid</th><th>CUDA device</th>"
@@ -212,9 +221,16 @@ def _topology(view: RunView) -> str:
     if not view.workers:
         return '<p class="sub">No node list (preflight.json is missing or unreadable).</p>'
     details = view.records.get("preflight", {}).get("nodes", [])
+    details = details if isinstance(details, list) else []
     short, long = _transport(view)
-    picture = svg.topology(view.workers, details if isinstance(details, list) else [],
-                           view.actors, short)
+    counts = [w.get("gpu_count") for w in view.workers if isinstance(w.get("gpu_count"), int)]
+    if nodegrid.needs_grid(view.workers, counts):  # many nodes or GPUs: cards that reflow
+        return (f'<div class="figure-wrap grid">{nodegrid.cards(view.workers, details, view.actors, short)}'
+                f'<p class="sub">{text(long, 600)}</p></div>'
+                + nodegrid.ranks_summary(view.workers, view.actors)
+                + f"<details><summary>every rank ({len(view.actors)})</summary>{_ranks_table(view)}"
+                "</details>")
+    picture = svg.topology(view.workers, details, view.actors, short)
     return (f'<div class="figure-wrap">{picture}<p class="sub">{text(long, 600)}</p></div>'
             + _ranks_table(view))
 

@@ -62,4 +62,15 @@ border-radius:8px;padding:10px 14px;margin:8px 0}
 .ok-line{color:var(--ok);font-weight:600}
 details summary{cursor:pointer;color:var(--accent)}
 footer{margin-top:40px;color:var(--muted);font-size:13px}
+.topology-svg{max-width:100%;height:auto}
+.node-grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(250px,1fr));gap:10px}
+.node-card{margin:0;border:1px solid #cbd2d9;border-radius:10px;background:#f8fafc;
+padding:8px 10px;min-width:0}
+.node-card figcaption{font-size:13px;line-height:1.35;margin-bottom:6px;overflow-wrap:anywhere}
+.node-card figcaption span{display:block;color:var(--muted);font-size:12px}
+.node-card .node-svg{display:block;width:100%;max-width:242px;height:auto}
+.node-card .cpu-only{color:var(--muted);font-size:12px;margin:4px 0}
+.figure-wrap.grid{overflow:visible}
+.transport{margin:10px 0 0;font-weight:600}
+.rank-summary{margin-bottom:8px}
 """

@@ -56,9 +56,10 @@ def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]
     for w in view.workers[:16]:
         names = sorted({str(n) for n in w.get("gpu_names", [])}) if isinstance(w.get("gpu_names"), list) else []
         ranks = hosts.get(w.get("node_id"), [])
+        gpus = (f"{w.get('gpu_count', '?')} x {', '.join(names) or '?'}, driver "
+                f"{', '.join(map(str, w.get('driver', [])))}" if w.get("gpu_node", True) else "CPU only")
         lines.append(f"  node {w.get('ordinal', '?')}    {w.get('hostname', '?')} ({w.get('node_ip', '?')}, "
-                     f"{'head' if w.get('is_head') else 'worker'}): {w.get('gpu_count', '?')} x "
-                     f"{', '.join(names) or '?'}, driver {', '.join(map(str, w.get('driver', [])))}, "
+                     f"{'head' if w.get('is_head') else 'worker'}): {gpus}, "
                      f"ranks {', '.join(ranks) or 'none'}")
     if len(view.workers) > 16:
         lines.append(f"  ... and {len(view.workers) - 16} more nodes (the page shows them)")

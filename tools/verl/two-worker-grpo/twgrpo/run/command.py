@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from . import recipe
+from .findings import UsageError
 from .profile import HF_ROLLOUT_MODULE, Profile
 from .runpaths import run_dir
 
@@ -37,6 +39,52 @@ PROJECT_NAME = "verl_aistudio"
 # Reach the TaskRunner and every WorkerDict on every node: verl 0.6.0 drops keys that the
 # driver already has from its own runtime_env, and a shell export never leaves the driver.
 WORKER_ENV = ("NCCL_DEBUG", "NCCL_IB_DISABLE", "GLOO_LOG_LEVEL")
+# NCCL_TRANSPORT=ib: IB stays on, and these profile values (when set) reach every node.
+IB_ENV = ("NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_IB_GID_INDEX")
+
+
+def nccl_env(profile: Profile) -> Dict[str, str]:
+    """The NCCL variables of the profile's transport: socket forces IB off (the tutorial's),
+    ib leaves it on and passes the profile's IB interface choices through."""
+    if profile.NCCL_TRANSPORT == "socket":
+        env = {"NCCL_IB_DISABLE": "1"}
+        if profile.NCCL_SOCKET_IFNAME:
+            env["NCCL_SOCKET_IFNAME"] = profile.NCCL_SOCKET_IFNAME
+        return env
+    env = {"NCCL_IB_DISABLE": "0"}
+    env.update({key: getattr(profile, key) for key in IB_ENV if getattr(profile, key)})
+    return env
+
+
+def fixed_env(profile: Profile) -> Dict[str, str]:
+    """FIXED_ENV with the profile's NCCL transport and W&B mode (offline when LOGGERS has wandb)."""
+    env = {k: v for k, v in FIXED_ENV.items() if k != "NCCL_IB_DISABLE"}
+    env.update(nccl_env(profile))
+    if wandb(profile):
+        env["WANDB_MODE"] = "offline"
+    return _ordered(env)
+
+
+def _ordered(env: Dict[str, str]) -> Dict[str, str]:
+    """FIXED_ENV's order (the tutorial's RuntimeEnv stays byte-identical), new keys after."""
+    order = list(FIXED_ENV)
+    return dict(sorted(env.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order
+                                                    else len(order), kv[0])))
+
+
+def wandb(profile: Profile) -> bool:
+    return "wandb" in profile.LOGGERS.split(",")
+
+
+def worker_env(profile: Profile, run: Path) -> Dict[str, str]:
+    """What every TaskRunner and WorkerDict gets as ray_kwargs env_vars (quoted strings)."""
+    nccl = nccl_env(profile)
+    env = {"TENSORBOARD_DIR": str(run / "tensorboard"), "NCCL_DEBUG": FIXED_ENV["NCCL_DEBUG"],
+           "NCCL_IB_DISABLE": nccl["NCCL_IB_DISABLE"], "GLOO_LOG_LEVEL": FIXED_ENV["GLOO_LOG_LEVEL"]}
+    env.update({k: v for k, v in nccl.items() if k not in env})
+    if wandb(profile):
+        env.update({"WANDB_MODE": "offline", "WANDB_DIR": str(run / "wandb")})
+    return env
 
 def resume_overrides(storage_root: Path, run_id: str,
                      resume_step: Optional[Tuple[str, int]]) -> List[str]:
@@ -76,16 +124,18 @@ def runtime_env(profile: Profile, storage_root: Path, bundle_version: str = "") 
     verl = str(profile.verl_root(storage_root))
     rollout = rollout_dir(storage_root, bundle_version)
     path = f"{verl}:{rollout}" if profile.ROLLOUT_ENGINE == "hf" else verl
-    env = {"PYTHONPATH": path, **FIXED_ENV}
+    env = {"PYTHONPATH": path, **fixed_env(profile)}
     return {"working_dir": verl, "excludes": ["/.git/", "/docs/", "/tests/"], "env_vars": env}
 
 
 def driver_environment(profile: Profile, storage_root: Path, run: Path,
                        pythonpath: str = "") -> Dict[str, str]:
-    env = dict(FIXED_ENV)
+    env = fixed_env(profile)
     verl = str(profile.verl_root(storage_root))
     env["PYTHONPATH"] = f"{verl}:{pythonpath}" if pythonpath else verl
     env["TENSORBOARD_DIR"] = str(run / "tensorboard")
+    if wandb(profile):
+        env["WANDB_DIR"] = str(run / "wandb")
     return env
 
 
@@ -128,11 +178,11 @@ def training_command(profile: Profile, storage_root: Path, run_id: str,
         f"{rollout}.gpu_memory_utilization={p.GPU_MEMORY_UTILIZATION}",
         f"{rollout}.n={p.ROLLOUT_N}",
         f"{rollout}.log_prob_micro_batch_size_per_gpu={p.LOG_PROB_MICRO_BATCH_SIZE_PER_GPU}",
-        f"{rollout}.max_num_seqs=16",
+        f"{rollout}.max_num_seqs={p.ROLLOUT_MAX_NUM_SEQS}",
         f"{rollout}.max_model_len={p.MAX_PROMPT_LENGTH + p.MAX_RESPONSE_LENGTH}",
-        f"{rollout}.max_num_batched_tokens=2048",
+        f"{rollout}.max_num_batched_tokens={p.ROLLOUT_MAX_NUM_BATCHED_TOKENS}",
         f"{rollout}.enable_chunked_prefill=false",
-        f"{rollout}.enforce_eager=true",
+        f"{rollout}.enforce_eager={p.ROLLOUT_ENFORCE_EAGER}",
     ]
     if p.ROLLOUT_ENGINE == "hf":
         # verl imports model.external_lib in every worker before it looks the rollout up.
@@ -141,15 +191,15 @@ def training_command(profile: Profile, storage_root: Path, run_id: str,
         overrides.append("+actor_rollout_ref.model.override_config._attn_implementation="
                          f"{p.ATTN_IMPLEMENTATION}")
     overrides += [
-        "trainer.logger=[console,tensorboard]",
+        f"trainer.logger=[{p.LOGGERS}]",
         f"trainer.project_name={PROJECT_NAME}",
         f"trainer.experiment_name={run_id}",
         f"trainer.n_gpus_per_node={p.GPUS_PER_NODE}",
         f"trainer.nnodes={p.NODES}",
-        "trainer.val_before_train=false",
-        "trainer.test_freq=-1",
+        f"trainer.val_before_train={p.VAL_BEFORE_TRAIN}",
+        f"trainer.test_freq={p.TEST_FREQ}",
         f"trainer.save_freq={p.SAVE_FREQ}",
-        "trainer.total_epochs=1",
+        f"trainer.total_epochs={p.TOTAL_EPOCHS}",
         f"trainer.total_training_steps={p.TARGET_STEPS}",
         *resume_overrides(storage_root, run_id, resume_step),
         f"trainer.default_local_dir={run / 'checkpoints'}",
@@ -157,7 +207,12 @@ def training_command(profile: Profile, storage_root: Path, run_id: str,
         "+ray_kwargs.ray_init.address=auto",
     ]
     # Quoted: Hydra would read NCCL_IB_DISABLE=1 as an int, and Ray wants env_vars as strings.
-    worker_env = {"TENSORBOARD_DIR": str(run / "tensorboard"), **{k: FIXED_ENV[k] for k in WORKER_ENV}}
-    overrides += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}='{v}'" for k, v in worker_env.items()]
+    overrides += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}='{v}'"
+                  for k, v in worker_env(p, run).items()]
     overrides += ["hydra.job.chdir=false", "hydra.output_subdir=null", f"hydra.run.dir={run / 'hydra'}"]
-    return ["python3", "-m", "verl.trainer.main_ppo", *overrides]
+    try:  # the profile's own overrides, last: refused keys are findings of check-profile/preflight
+        return recipe.apply(["python3", "-m", "verl.trainer.main_ppo", *overrides],
+                            p.EXTRA_OVERRIDES)
+    except ValueError as exc:
+        raise UsageError(f"profile {p.PROFILE_NAME}: {exc} — make check-profile lists every "
+                         "refused override")

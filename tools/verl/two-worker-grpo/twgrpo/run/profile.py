@@ -42,7 +42,8 @@ FIELDS: Dict[str, tuple] = {
     "MODEL_ID": (REPO_ID, "model id on that hub"),
     "MODEL_REVISION": (NAME, "model revision folder"),
     "MODEL_SUMS_SHA256": (SHA256, "sha256 of the model folder's SHA256SUMS"),
-    "MODEL_WEIGHTS": (re.compile(r"^[A-Za-z0-9._-]+\.safetensors$"), "the weights file to read"),
+    "MODEL_WEIGHTS": (re.compile(r"^[A-Za-z0-9._-]+\.safetensors(\.index\.json)?$"),
+                      "the weights file to read, or a sharded model's model.safetensors.index.json"),
     "DATASET_HUB": (NAME, "dataset hub folder under datasets/"),
     "DATASET_ID": (REPO_ID, "dataset id on that hub"),
     "DATASET_REVISION": (NAME, "dataset revision folder, also in dataset-manifest.json"),
@@ -75,8 +76,43 @@ FIELDS: Dict[str, tuple] = {
     "ATTN_IMPLEMENTATION": (re.compile(r"^(|eager|sdpa|flash_attention_2)$"),
                             "attention override, empty for verl's default"),
 }
-INTS = {k for k, (form, _) in FIELDS.items() if form is POSITIVE}
-OPTIONAL_EMPTY = {"ATTN_IMPLEMENTATION", "VERL_SUMS_SHA256"}
+# The open recipe and the cluster's network: optional keys whose defaults are the tutorial's run,
+# so a profile that leaves them out runs the tutorial's command word for word.
+OVERRIDE_WORDS = re.compile(r"^(|\S+( \S+)*)$")
+DEFAULTS: Dict[str, str] = {
+    "TOTAL_EPOCHS": "1",
+    "TEST_FREQ": "-1",
+    "VAL_BEFORE_TRAIN": "false",
+    "LOGGERS": "console,tensorboard",
+    "ROLLOUT_MAX_NUM_SEQS": "16",
+    "ROLLOUT_MAX_NUM_BATCHED_TOKENS": "2048",
+    "ROLLOUT_ENFORCE_EAGER": "true",
+    "EXTRA_OVERRIDES": "",
+    "NCCL_TRANSPORT": "socket",
+    "NCCL_IB_HCA": "",
+    "NCCL_SOCKET_IFNAME": "",
+    "NCCL_IB_GID_INDEX": "",
+}
+FIELDS.update({
+    "TOTAL_EPOCHS": (POSITIVE, "passes over the train split (verl stops at TARGET_STEPS first)"),
+    "TEST_FREQ": (re.compile(r"^(-1|[1-9][0-9]*)$"), "validate every N steps, -1 for never"),
+    "VAL_BEFORE_TRAIN": (BOOL, "validate once before the first step"),
+    "LOGGERS": (re.compile(r"^console,tensorboard(,wandb)?$"),
+                "verl loggers: console,tensorboard, optionally ,wandb (offline, into the run folder)"),
+    "ROLLOUT_MAX_NUM_SEQS": (POSITIVE, "rollout engine's max_num_seqs"),
+    "ROLLOUT_MAX_NUM_BATCHED_TOKENS": (POSITIVE, "rollout engine's max_num_batched_tokens"),
+    "ROLLOUT_ENFORCE_EAGER": (BOOL, "rollout engine's enforce_eager (no CUDA graphs)"),
+    "EXTRA_OVERRIDES": (OVERRIDE_WORDS, "Hydra overrides appended to the training command, "
+                        "separated by single spaces"),
+    "NCCL_TRANSPORT": (re.compile(r"^(socket|ib)$"), "NCCL between nodes: socket or ib"),
+    "NCCL_IB_HCA": (re.compile(r"^[A-Za-z0-9_.:,^=-]*$"), "NCCL_IB_HCA for ib, e.g. mlx5_0,mlx5_1"),
+    "NCCL_SOCKET_IFNAME": (re.compile(r"^[A-Za-z0-9_.,^=-]*$"), "NCCL_SOCKET_IFNAME, e.g. eth0"),
+    "NCCL_IB_GID_INDEX": (re.compile(r"^[0-9]*$"), "NCCL_IB_GID_INDEX for RoCE, e.g. 3"),
+})
+# Input pins that a new profile leaves out until make pin-inputs writes them (inputs: INP-E070).
+PINS = ("MODEL_SUMS_SHA256", "DATA_SUMS_SHA256")
+INTS = {k for k, (form, _) in FIELDS.items() if form is POSITIVE} | {"TEST_FREQ"}
+OPTIONAL_EMPTY = {"ATTN_IMPLEMENTATION", "VERL_SUMS_SHA256"} | {k for k, v in DEFAULTS.items() if v == ""}
 # Keys a run recorded before they existed: read from an older run.json as empty (not pinned).
 ADDED_LATER = ("VERL_SUMS_SHA256",)
 
@@ -88,9 +124,15 @@ class Profile:
 
     def __getattr__(self, key: str):
         values = self.__dict__.get("values", {})
-        if key in values:
-            return int(values[key]) if key in INTS else values[key]
+        if key in values or key in DEFAULTS:
+            value = values.get(key, DEFAULTS.get(key))
+            return int(value) if key in INTS else value
+        if key in PINS:
+            return ""  # not pinned yet: the inputs phase says so (INP-E070)
         raise AttributeError(key)
+
+    def pinned(self, key: str) -> bool:
+        return bool(self.values.get(key))
 
     @property
     def world_size(self) -> int:
@@ -142,6 +184,8 @@ def parse_profile_text(text: str, source: str) -> Profile:
         else:
             values[key] = value
     for key, (form, meaning) in FIELDS.items():
+        if key not in values and (key in DEFAULTS or key in PINS):
+            continue
         if key not in values:
             problems.append(f"{key} is missing ({meaning})")
         elif not form.match(values[key]) or (not values[key] and key not in OPTIONAL_EMPTY) \

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Summary: Start a profile of your own from an existing one, with no input pins to fake.
+
+Usage: prep/new-profile.py --from PROFILE --name NAME [--set KEY=value ...]
+
+Writes tools/verl/two-worker-grpo/profiles/<NAME>.env: FROM's lines with PROFILE_NAME=NAME and
+each --set value, and without the model and data pins (MODEL_SUMS_SHA256, DATA_SUMS_SHA256),
+which only make pin-inputs writes, from inputs it has checked. Until then verify-inputs and
+check-profile say so (INP-E070). A profile that exists is never replaced.
+Exit codes: 0 written, 1 NAME exists, 2 usage error or an invalid result.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
+
+from twgrpo.run.findings import UsageError  # noqa: E402
+from twgrpo.run.profile import (LINE, NAME, PINS, PROFILE_DIR, load_profile,  # noqa: E402
+                                parse_profile_text)
+
+
+def new_profile_text(source: Path, name: str, values: dict) -> str:
+    """source's lines with PROFILE_NAME=name, values set (in place, or appended) and no pins;
+    its leading comment block is replaced by one that says where the profile came from."""
+    out = [f"# Made by make new-profile from {source.stem}: set what differs, then make "
+           f"prepare-inputs, make pin-inputs PROFILE={name} (it writes "
+           f"{' and '.join(PINS)}), make checksums."]
+    seen, header = set(), True
+    for line in source.read_text(encoding="utf-8").splitlines():
+        match = LINE.match(line.strip())
+        key = match.group(1) if match else None
+        header = header and key is None
+        if header:  # the source's own description, which no longer describes this profile
+            continue
+        if key in PINS:
+            continue
+        if key == "PROFILE_NAME":
+            line = f"PROFILE_NAME={name}"
+        elif key in values:
+            line = f"{key}={values[key]}"
+            seen.add(key)
+        out.append(line)
+    out += [f"{key}={value}" for key, value in values.items() if key not in seen]
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="new-profile.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--from", dest="source", default="", help="the profile to start from")
+    parser.add_argument("--name", default="", help="the new profile's name")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=value")
+    args = parser.parse_args(argv)
+    if not args.name or not NAME.match(args.name):
+        print(f"new-profile: NAME={args.name!r} must be a name of letters, digits, '.', '_' and "
+              "'-' — e.g. make new-profile FROM=tutorial-2x2-a100 NAME=h100-4x8", file=sys.stderr)
+        return 2
+    values = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or key in PINS or key == "PROFILE_NAME":
+            print(f"new-profile: --set {item!r}: give KEY=value for a key other than "
+                  f"PROFILE_NAME and {', '.join(PINS)}", file=sys.stderr)
+            return 2
+        values[key] = value
+    target = PROFILE_DIR / f"{args.name}.env"
+    try:
+        source = load_profile(args.source or None)
+        text = new_profile_text(source.path, args.name, values)
+        parse_profile_text(text, str(target))  # the result must be a valid profile
+    except UsageError as exc:
+        print(f"new-profile: {exc}", file=sys.stderr)
+        return 2
+    if target.exists():
+        print(f"new-profile: {target} exists; nothing was changed. Pick another NAME, or edit "
+              "that profile.", file=sys.stderr)
+        return 1
+    target.write_text(text, encoding="utf-8")
+    print(f"new-profile: wrote {target} from {source.PROFILE_NAME}, without input pins.\n"
+          f"  next: edit what differs (NODES, GPUS_PER_NODE, GPU_MODEL, MODEL_*, sizes), then\n"
+          f"  make check-profile PROFILE={args.name}\n"
+          f"  make prepare-inputs PROFILE={args.name} PREP_ROOT=<volume>\n"
+          f"  make pin-inputs PROFILE={args.name} PREP_ROOT=<volume>\n"
+          f"  make checksums install-tools PREP_ROOT=<volume>")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

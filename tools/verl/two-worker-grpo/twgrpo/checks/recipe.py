@@ -1,0 +1,93 @@
+"""Every rule on a profile that needs no cluster: `make check-profile` runs them in well under a
+second, and preflight runs the same ones before any GPU time. The batch rules are sizes.py's;
+these add the recipe's own: rollout TP within one node, sequence lengths against the rollout
+engine's limits, the profile's EXTRA_OVERRIDES, its NCCL transport values and its input pins.
+"""
+from __future__ import annotations
+
+import argparse
+import types
+from typing import List
+
+from ..run import recipe
+from ..run.findings import (Check, Finding, finding, print_findings, run_checks,
+                            verdict)
+from ..run.profile import PINS, Profile
+from . import sizes
+
+
+def _obj(profile: Profile) -> str:
+    return f"profile {profile.PROFILE_NAME}"
+
+
+def check_rollout_tp_per_node(profile: Profile) -> List[Finding]:
+    """verl builds each rollout engine's TP group from consecutive ranks of one node (SGLang and
+    vLLM run TP inside one host), so TP must fit one node and divide its GPUs."""
+    p = profile
+    if p.ROLLOUT_TP > p.GPUS_PER_NODE or p.GPUS_PER_NODE % p.ROLLOUT_TP:
+        return [finding("PRE-E100", _obj(p), f"ROLLOUT_TP {p.ROLLOUT_TP} does not divide "
+                        f"GPUS_PER_NODE {p.GPUS_PER_NODE}"
+                        + (" (it is larger)" if p.ROLLOUT_TP > p.GPUS_PER_NODE else ""),
+                        rollout_tp=p.ROLLOUT_TP, gpus_per_node=p.GPUS_PER_NODE)]
+    return []
+
+
+def check_rollout_lengths(profile: Profile) -> List[Finding]:
+    """The command sets enable_chunked_prefill=false and max_model_len = prompt + response, so one
+    whole sequence must fit max_num_batched_tokens (verl's vLLM rollout raises otherwise; SGLang
+    cannot schedule it)."""
+    p = profile
+    total = p.MAX_PROMPT_LENGTH + p.MAX_RESPONSE_LENGTH
+    if total > p.ROLLOUT_MAX_NUM_BATCHED_TOKENS:
+        return [finding("PRE-E101", _obj(p), f"MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH = "
+                        f"{p.MAX_PROMPT_LENGTH} + {p.MAX_RESPONSE_LENGTH} = {total} exceeds "
+                        f"ROLLOUT_MAX_NUM_BATCHED_TOKENS {p.ROLLOUT_MAX_NUM_BATCHED_TOKENS}",
+                        max_model_len=total, mirrors="verl/workers/rollout/vllm_rollout"
+                        " (max_num_batched_tokens < max_model_len without chunked prefill)")]
+    return []
+
+
+def check_extra_overrides(profile: Profile) -> List[Finding]:
+    _, problems = recipe.parse(profile.EXTRA_OVERRIDES)
+    return [finding(ident, _obj(profile), f"EXTRA_OVERRIDES {word!r}: {why}", override=word)
+            for ident, word, why in problems]
+
+
+def check_nccl_values(profile: Profile) -> List[Finding]:
+    """IB interface choices mean something only with NCCL_TRANSPORT=ib."""
+    p = profile
+    if p.NCCL_TRANSPORT == "ib":
+        return []
+    given = [k for k in ("NCCL_IB_HCA", "NCCL_IB_GID_INDEX") if getattr(p, k)]
+    return [finding("PRE-E102", _obj(p), f"{', '.join(given)} set while NCCL_TRANSPORT=socket "
+                    "forces IB off", keys=given)] if given else []
+
+
+def check_input_pins(profile: Profile) -> List[Finding]:
+    missing = [key for key in PINS if not profile.pinned(key)]
+    return [finding("INP-E070", _obj(profile), f"{', '.join(missing)} not pinned yet",
+                    missing=missing)] if missing else []
+
+
+def _on(rule):
+    return lambda ctx: rule(ctx.profile)
+
+
+# Preflight runs the first four after batch-sizes; check-profile runs them all.
+RULES = [
+    Check("rollout-tp-per-node", _on(check_rollout_tp_per_node)),
+    Check("rollout-lengths", _on(check_rollout_lengths)),
+    Check("extra-overrides", _on(check_extra_overrides)),
+    Check("nccl-values", _on(check_nccl_values)),
+]
+PROFILE_CHECKS = [Check("batch-sizes", _on(sizes.check_batch_sizes)), *RULES,
+                  Check("input-pins", _on(check_input_pins))]
+
+
+def main(args: argparse.Namespace, profile: Profile) -> int:
+    """check-profile: every rule that needs no cluster; exit 0 passed, 1 a rule failed."""
+    print(f"check-profile: {profile.PROFILE_NAME} ({profile.path}): {profile.NODES} nodes x "
+          f"{profile.GPUS_PER_NODE} GPUs, world size {profile.world_size}", flush=True)
+    results = run_checks("check-profile", PROFILE_CHECKS, types.SimpleNamespace(profile=profile))
+    print_findings(results)
+    return verdict("check-profile", results)
