@@ -229,7 +229,9 @@ def test_validation_absent_altogether_is_a_finding(tmp_path):
     assert postflight_ids(run, path) == (1, {"POST-E152"})
 
 
-def test_a_profile_without_validation_skips_the_check(tmp_path, capsys):
+def test_a_profile_without_validation_passes_the_check_and_says_why(tmp_path, capsys):
     run, path = synth_validated(tmp_path, [])
     assert postflight_ids(run, path) == (0, set())
-    assert "validation ............. skipped (the profile runs no validation" in capsys.readouterr().out
+    assert "validation ............. ok" in capsys.readouterr().out
+    record = json.loads((run / "verification.json").read_text())
+    assert "runs no validation" in record["evidence"]["validation"]["why"]

@@ -110,7 +110,7 @@ FIELDS.update({
     "NCCL_IB_GID_INDEX": (re.compile(r"^[0-9]*$"), "NCCL_IB_GID_INDEX for RoCE, e.g. 3"),
 })
 # Input pins that a new profile leaves out until make pin-inputs writes them (inputs: INP-E070).
-PINS = ("MODEL_SUMS_SHA256", "DATA_SUMS_SHA256")
+PINS = ("VERL_SUMS_SHA256", "MODEL_SUMS_SHA256", "DATA_SUMS_SHA256")
 INTS = {k for k, (form, _) in FIELDS.items() if form is POSITIVE} | {"TEST_FREQ"}
 OPTIONAL_EMPTY = {"ATTN_IMPLEMENTATION", "VERL_SUMS_SHA256"} | {k for k, v in DEFAULTS.items() if v == ""}
 # Keys a run recorded before they existed: read from an older run.json as empty (not pinned).
