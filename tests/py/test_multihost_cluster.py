@@ -152,12 +152,6 @@ def test_old_driver_on_one_node(cluster, request):
     assert "NVIDIA driver 470.57.02 is older than 525.60.13" in result.output
 
 
-def test_driver_versions_may_differ_between_nodes(cluster, request):
-    with stub_table(cluster, 1, driver="550.54.15"):
-        result = preflight(cluster, request)
-    assert result.code == 0, result.output
-
-
 def test_storage_private_to_one_node(cluster, request, tmp_path):
     private = tmp_path / "private"
     shutil.copytree(cluster.storage, private, symlinks=True)

@@ -57,7 +57,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=1ee662898c503c10d0a6751469555b877677de917da6ca57d23ed9759832f272
+readonly BUNDLE_SUMS_SHA256=500f69959fdd21ca736a88e2ec5f5e862f0741b7c88fbc75812099fd41864d44
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -71,7 +71,7 @@ def check_rollout_layout(p: Profile) -> List[Finding]:
                              mirrors="verl/workers/rollout/replica.py RolloutReplica.__init__"))
     # verl/protocol.py DataProto.chunk: the repeated batch is split equally over the rollout
     # mesh's data-parallel ranks (world / TP) before generation: "only support equal chunk".
-    if p.world_size % p.ROLLOUT_TP == 0:
+    if p.ROLLOUT_TP > 1 and p.world_size % p.ROLLOUT_TP == 0:  # TP 1: PRE-E001 says it
         dp = p.world_size // p.ROLLOUT_TP
         real = p.TRAIN_BATCH_SIZE * p.ROLLOUT_N
         if real % dp:
