@@ -204,3 +204,14 @@ def test_a_published_port_nobody_listens_on_is_refused(tmp_path, monkeypatch):
     results = run_reach(tmp_path, [0, 1], seconds=1.0, running=[0])
     assert results[0]["outgoing"]["1"]["ok"] is False
     assert "ConnectionRefusedError" in results[0]["outgoing"]["1"]["error"]
+
+
+def test_a_node_that_cannot_listen_on_its_nccl_address_is_named(tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    monkeypatch.setattr("ray.util.get_node_ip_address", lambda: "10.255.255.1")  # not this host's
+    cannot = run_reach(tmp_path, [1], seconds=1.0)[1]
+    assert cannot["error"].startswith("cannot listen on 10.255.255.1:")
+    ctx = context(tmp_path)
+    found = reach.judge(ctx, {1: cannot})
+    assert ids(found) == ["PRE-E047"]
+    assert found[0].obj.startswith("node 1 (worker node-1")

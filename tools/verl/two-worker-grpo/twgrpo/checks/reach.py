@@ -135,7 +135,14 @@ def check_reachability(ctx) -> List[Finding]:
         except Exception as exc:  # any Ray error is evidence
             found.append(finding("PRE-E047", ctx.node_name(pending[ref]), "the reachability task "
                                  f"failed: {type(exc).__name__}: {str(exc).strip()[:300]}"))
-    ctx.reach = results
+    if not results:
+        raise Skip("no reachability task answered")
+    return found + judge(ctx, results)
+
+
+def judge(ctx, results: Dict[int, Dict[str, Any]]) -> List[Finding]:
+    """Findings from the nodes' reach reports: a node that could not listen, each failed pair."""
+    found = []
     for ordinal, result in sorted(results.items()):
         if "error" in result:
             found.append(finding("PRE-E047", ctx.node_name(ordinal), result["error"]))
@@ -147,6 +154,4 @@ def check_reachability(ctx) -> List[Finding]:
                                      f"cannot open a TCP connection to it at {outcome['target']} "
                                      f"(interface {target.get('interface') or 'of the node IP'}): "
                                      f"{outcome['error']}", source=ordinal, **outcome))
-    if not results:
-        raise Skip("no reachability task answered")
     return found
