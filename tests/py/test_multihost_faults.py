@@ -196,3 +196,15 @@ def test_storage_root_nearly_full(cluster, request):
     finally:
         filler.unlink()
     assert result.errors == {("PRE-E051", NODE1), ("PRE-E051", "node 0 (head node-0 10.231.0.10)")}
+
+
+def test_ephemeral_ports_over_rays_worker_ports(cluster, request):
+    ports = "/proc/sys/net/ipv4/ip_local_port_range"  # one per network namespace: per host
+    on_node(cluster, 1, "sh", "-c", f"echo '1024 65000' > {ports}")
+    try:
+        result = preflight(cluster, request)
+    finally:
+        on_node(cluster, 1, "sh", "-c", f"echo '32768 60999' > {ports}")
+    assert result.code == 0, result.output
+    assert ("PRE-W015", NODE1) in result.warnings
+    assert "the ephemeral port range 1024-65000 holds Ray's worker ports 10002-19999 and the GCS port 6379" in result.output

@@ -8,7 +8,7 @@ import time
 
 import pytest
 from test_preflight_checks import change, context, ids
-from twgrpo.checks import node_system, probe_system, reach
+from twgrpo.checks import node_network, node_system, probe_system, reach
 
 GIB = 1 << 30
 LOOPBACK_ONLY = {"addresses": ["127.0.1.1"]}
@@ -20,15 +20,15 @@ NET = ("system", "network")
 
 PLANTED = [
     # (fault on node 1, check, path in its report, value, expected ids)
-    ("hostname maps to 127.0.1.1", node_system.check_hostname_resolution, NET + ("resolved",), LOOPBACK_ONLY, ["PRE-E040"]),
-    ("hostname does not resolve", node_system.check_hostname_resolution, NET + ("resolved",), {"error": "gaierror: [Errno -2] Name or service not known"}, ["PRE-E040"]),
-    ("hostname resolves elsewhere", node_system.check_hostname_resolution, NET + ("resolved",), {"addresses": ["192.168.5.11"]}, ["PRE-W010"]),
-    ("same hostname as node 0", node_system.check_distinct_identity, ("hostname",), "node-0", ["PRE-E041"]),
-    ("same node IP as node 0", node_system.check_distinct_identity, ("node_ip",), "10.0.0.10", ["PRE-E042"]),
-    ("node IP on no interface", node_system.check_interfaces, ("node_ip",), "10.9.9.9", ["PRE-E043"]),
-    ("node IP on the Docker bridge", node_system.check_interfaces, ("node_ip",), "172.17.0.1", ["PRE-E044"]),
-    ("NCCL_SOCKET_IFNAME names no interface", node_system.check_interfaces, NET + ("socket_env", "NCCL_SOCKET_IFNAME"), "ib0", ["PRE-E045"]),
-    ("two NICs, no socket interface set", node_system.check_interfaces, NET + ("interfaces",), TWO_NICS, ["PRE-W011"]),
+    ("hostname maps to 127.0.1.1", node_network.check_hostname_resolution, NET + ("resolved",), LOOPBACK_ONLY, ["PRE-E040"]),
+    ("hostname does not resolve", node_network.check_hostname_resolution, NET + ("resolved",), {"error": "gaierror: [Errno -2] Name or service not known"}, ["PRE-E040"]),
+    ("hostname resolves elsewhere", node_network.check_hostname_resolution, NET + ("resolved",), {"addresses": ["192.168.5.11"]}, ["PRE-W010"]),
+    ("same hostname as node 0", node_network.check_distinct_identity, ("hostname",), "node-0", ["PRE-E041"]),
+    ("same node IP as node 0", node_network.check_distinct_identity, ("node_ip",), "10.0.0.10", ["PRE-E042"]),
+    ("node IP on no interface", node_network.check_interfaces, ("node_ip",), "10.9.9.9", ["PRE-E043"]),
+    ("node IP on the Docker bridge", node_network.check_interfaces, ("node_ip",), "172.17.0.1", ["PRE-E044"]),
+    ("NCCL_SOCKET_IFNAME names no interface", node_network.check_interfaces, NET + ("socket_env", "NCCL_SOCKET_IFNAME"), "ib0", ["PRE-E045"]),
+    ("two NICs, no socket interface set", node_network.check_interfaces, NET + ("interfaces",), TWO_NICS, ["PRE-W011"]),
     ("tiny /dev/shm", node_system.check_shared_memory, ("system", "shm", "free_bytes"), 64 << 20, ["PRE-E048"]),
     ("unreadable /dev/shm", node_system.check_shared_memory, ("system", "shm"), {"path": "/dev/shm", "error": "No such file or directory"}, ["PRE-E048"]),
     ("/dev/shm below the object store", node_system.check_shared_memory, ("system", "shm", "free_bytes"), 2 * GIB, ["PRE-W012"]),
@@ -40,6 +40,8 @@ PLANTED = [
     ("a process on our GPU", node_system.check_gpu_processes, ("system", "compute_apps", "apps"), [APP], ["PRE-E054"]),
     ("another driver", node_system.check_same_versions, ("gpu_query", "gpus", 0, "driver"), "550.54.15", ["PRE-E055"]),
     ("another NCCL", node_system.check_same_versions, ("system", "versions", "nvidia-nccl-cu12"), "2.21.5", ["PRE-E056"]),
+    ("RDMA devices, NCCL on sockets", node_network.check_rdma_unused, ("system", "rdma_devices"), ["mlx5_0", "mlx5_1"], ["PRE-W014"]),
+    ("ephemeral ports from 1024", node_network.check_port_range, ("system", "port_range"), [1024, 65535], ["PRE-W015"]),
     ("an old ray", node_system.check_version_floors, ("packages", "ray"), {"version": "2.10.0", "origin": "x"}, ["PRE-E057"]),
 ]
 
@@ -63,16 +65,16 @@ def test_gloo_socket_ifname_makes_the_hostname_irrelevant(tmp_path):
     ctx = context(tmp_path)
     change(ctx, 1, NET + ("resolved",), LOOPBACK_ONLY)
     change(ctx, 1, NET + ("socket_env", "GLOO_SOCKET_IFNAME"), "eth0")
-    assert node_system.check_hostname_resolution(ctx) == []
+    assert node_network.check_hostname_resolution(ctx) == []
 
 
 def test_nccl_prefix_and_exclusion_forms_are_understood(tmp_path):
     ctx = context(tmp_path)
     for value in ("eth", "=eth0", "^docker,lo"):
         change(ctx, 1, NET + ("socket_env", "NCCL_SOCKET_IFNAME"), value)
-        assert node_system.check_interfaces(ctx) == [], value
+        assert node_network.check_interfaces(ctx) == [], value
     change(ctx, 1, NET + ("socket_env", "NCCL_SOCKET_IFNAME"), "=eth")  # exact: no eth
-    assert ids(node_system.check_interfaces(ctx)) == ["PRE-E045"]
+    assert ids(node_network.check_interfaces(ctx)) == ["PRE-E045"]
 
 
 def test_the_memory_need_grows_with_the_model_and_offload():
@@ -215,3 +217,12 @@ def test_a_node_that_cannot_listen_on_its_nccl_address_is_named(tmp_path, monkey
     found = reach.judge(ctx, {1: cannot})
     assert ids(found) == ["PRE-E047"]
     assert found[0].obj.startswith("node 1 (worker node-1")
+
+
+def test_port_range_and_rdma_devices_are_read_from_their_files(tmp_path):
+    (tmp_path / "range").write_text("32768\t60999\n")
+    assert probe_system.port_range(tmp_path / "range") == [32768, 60999]
+    assert probe_system.port_range(tmp_path / "absent") is None
+    (tmp_path / "ib" / "mlx5_0").mkdir(parents=True)
+    assert probe_system.rdma_devices(tmp_path / "ib") == ["mlx5_0"]
+    assert probe_system.rdma_devices(tmp_path / "none") == []

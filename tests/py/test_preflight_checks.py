@@ -58,6 +58,7 @@ def system(ordinal):
         "compute_apps": {"apps": []},
         "versions": {"vllm": None, "flash_attn": "2.8.3", "nvidia-nccl-cu12": "2.27.3",
                      "nvidia-cuda-runtime-cu12": "12.8.90", "torch-cuda": "12.8"},
+        "port_range": [32768, 60999], "rdma_devices": [],
     }
 
 

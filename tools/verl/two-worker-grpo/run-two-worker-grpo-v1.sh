@@ -57,7 +57,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=32ea367086392161818b6d43c036a60150fcd8ff6450f2304b7e7d6e2ee559eb
+readonly BUNDLE_SUMS_SHA256=2b067a349b7e22a300a4861704f23828e70b461c243ad0fe46837aa22d9aaf73
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -1,12 +1,12 @@
 """Preflight's judgement of each node's operating system (probe_system.py answers on the node):
-network identity across nodes, /dev/shm, open-file limit, memory and space against the
-profile's needs, GPUs already in use, and the same low-level versions on every node.
+/dev/shm, the open-file limit, memory and space against the profile's needs, GPUs already in
+use, the same low-level versions on every node and the pinned verl's minimums. The network
+identity is node_network.py's.
 
 ctx is preflight's context (ctx.answered(), ctx.node_name(), ctx.nodes, ctx.profile, ctx.ray).
 """
 from __future__ import annotations
 
-import ipaddress
 import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -20,8 +20,6 @@ SHM_MIN = 512 * MIB
 NOFILE_MIN = 8192  # verl #2047: 1024 breaks Ray; KubeRay and NeMo-RL start Ray with 65536
 NOFILE_PER_CPU = 32
 NOFILE_ADVISED = 65536
-DOCKER_BRIDGE = ipaddress.ip_network("172.17.0.0/16")
-BRIDGE_NAMES = re.compile(r"^(docker\d*|br-[0-9a-f]+|veth\w*|virbr\d*|cni\d*|flannel\.\d+)$")
 HEADROOM = 1.3
 PROCESS_BASE = 1 * GIB  # one Ray worker process with torch imported, per GPU
 FILES_PER_RANK = 3  # model, optim and extra_state shards per rank and save
@@ -30,99 +28,6 @@ CHECKPOINT_FACTOR = 7  # weights (2 B/param) -> HF copy 2 + fp32 shards 4 + Adam
 
 def _system(ctx, at_least: int = 1):
     return [(o, r, r.get("system") or {}) for o, r in ctx.answered(at_least)]
-
-
-def _is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address.split("%")[0]).is_loopback
-    except ValueError:
-        return False
-
-
-def check_hostname_resolution(ctx) -> List[Finding]:
-    found = []
-    for ordinal, report, system in _system(ctx):
-        net = system.get("network", {})
-        name = ctx.node_name(ordinal)
-        if net.get("socket_env", {}).get("GLOO_SOCKET_IFNAME"):
-            continue  # Gloo binds the named interface and never looks the hostname up
-        resolved = net.get("resolved", {})
-        addresses = resolved.get("addresses") or []
-        if not addresses or all(_is_loopback(a) for a in addresses):
-            why = resolved.get("error") or f"only to {', '.join(addresses)}"
-            found.append(finding("PRE-E040", name, f"hostname {net.get('hostname')!r} resolves "
-                                 f"{'not at all: ' if not addresses else ''}{why}; Gloo would "
-                                 "fall back to the loopback address", addresses=addresses))
-        elif report["node_ip"] not in addresses:
-            found.append(finding("PRE-W010", name, f"hostname {net.get('hostname')!r} resolves to "
-                                 f"{', '.join(addresses)}, not to Ray's node IP {report['node_ip']}",
-                                 addresses=addresses))
-    return found
-
-
-def check_distinct_identity(ctx) -> List[Finding]:
-    answered = ctx.answered(at_least=2)
-    found, hosts, ips = [], {}, {}
-    for ordinal, report in answered:
-        name = ctx.node_name(ordinal)
-        if report["hostname"] in hosts:
-            found.append(finding("PRE-E041", name, f"hostname {report['hostname']!r} is also "
-                                 f"{hosts[report['hostname']]}'s; NCCL takes equal hostnames "
-                                 "for one host"))
-        if report["node_ip"] in ips:
-            found.append(finding("PRE-E042", name, f"node IP {report['node_ip']} is also "
-                                 f"{ips[report['node_ip']]}'s"))
-        hosts.setdefault(report["hostname"], name)
-        ips.setdefault(report["node_ip"], name)
-    return found
-
-
-def _candidates(interfaces: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    return [i for i in interfaces if i.get("up") and i.get("ipv4") and not _is_loopback(i["ipv4"])
-            and not BRIDGE_NAMES.match(i["name"])]
-
-
-def check_interfaces(ctx) -> List[Finding]:
-    found = []
-    for ordinal, report, system in _system(ctx):
-        net = system.get("network", {})
-        name, node_ip = ctx.node_name(ordinal), report["node_ip"]
-        interfaces = net.get("interfaces", [])
-        up = {i["name"]: i for i in interfaces if i.get("up")}
-        holder = next((i for i in up.values() if i.get("ipv4") == node_ip), None)
-        in_bridge = _in(node_ip, DOCKER_BRIDGE)
-        if in_bridge or (holder and BRIDGE_NAMES.match(holder["name"])):
-            found.append(finding("PRE-E044", name, f"Ray's node IP {node_ip} is a container bridge "
-                                 f"address (interface {holder['name'] if holder else '?'}); peers "
-                                 "on other hosts cannot reach it"))
-        elif interfaces and holder is None:
-            found.append(finding("PRE-E043", name, f"no interface that is up holds Ray's node IP "
-                                 f"{node_ip} (up: {', '.join(sorted(up)) or 'none'})"))
-        env = net.get("socket_env", {})
-        for key, value in sorted(env.items()):
-            if not value:
-                continue
-            wanted = [v for v in value.lstrip("=^").split(",") if v]
-            # NCCL takes a prefix unless the value starts with '='; '^' excludes interfaces.
-            exact, exclude = value.startswith("="), value.startswith("^")
-            match = [n for n in up if any(n == w if exact else n.startswith(w) for w in wanted)
-                     and up[n].get("ipv4")]
-            if not exclude and not match:
-                found.append(finding("PRE-E045", name, f"{key}={value} names no interface that is "
-                                     f"up with an IPv4 address (up: {', '.join(sorted(up)) or 'none'})"))
-        candidates = _candidates(interfaces)
-        if len(candidates) > 1 and not any(env.values()):
-            found.append(finding("PRE-W011", name, "interfaces "
-                                 f"{', '.join(i['name'] + ' ' + i['ipv4'] for i in candidates)} "
-                                 "are up and neither NCCL_SOCKET_IFNAME nor GLOO_SOCKET_IFNAME is set"))
-    return found
-
-
-def _in(address: str, network) -> bool:
-    try:
-        return ipaddress.ip_address(address) in network
-    except ValueError:
-        return False
 
 
 def check_shared_memory(ctx) -> List[Finding]:

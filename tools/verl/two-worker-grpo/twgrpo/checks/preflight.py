@@ -23,7 +23,7 @@ from ..run.phase import run_phase
 from .node_reports import (check_shared_storage, check_gpus, check_driver_version, check_storage_mount,
                            check_nccl_env, check_rollout_engine, check_node_inputs, check_same_inputs, check_same_packages)
 from .probe import probe_node
-from . import node_system, reach
+from . import node_network, node_system, reach
 from ..run.profile import ROLLOUT_ENGINES, Profile
 from ..run.records import write_text
 from ..run.runpaths import run_folder
@@ -201,9 +201,9 @@ CHECKS = [
     Check("node-inputs", check_node_inputs, needs=PROBED),
     Check("same-inputs", check_same_inputs, needs=PROBED),
     Check("same-packages", check_same_packages, needs=PROBED),
-    Check("hostname-resolution", node_system.check_hostname_resolution, needs=PROBED),
-    Check("distinct-identity", node_system.check_distinct_identity, needs=PROBED),
-    Check("interfaces", node_system.check_interfaces, needs=PROBED),
+    Check("hostname-resolution", node_network.check_hostname_resolution, needs=PROBED),
+    Check("distinct-identity", node_network.check_distinct_identity, needs=PROBED),
+    Check("interfaces", node_network.check_interfaces, needs=PROBED),
     # It meets the other nodes through the run folder: it needs the shared storage proved.
     Check("reachability", reach.check_reachability, needs=PROBED + ("shared-storage",)),
     Check("shared-memory", node_system.check_shared_memory, needs=PROBED),
@@ -213,6 +213,8 @@ CHECKS = [
     Check("gpu-processes", node_system.check_gpu_processes, needs=PROBED),
     Check("same-versions", node_system.check_same_versions, needs=PROBED),
     Check("version-floors", node_system.check_version_floors, needs=PROBED),
+    Check("port-range", node_network.check_port_range, needs=PROBED),
+    Check("rdma-unused", node_network.check_rdma_unused, needs=PROBED),
 ]
 
 

@@ -163,9 +163,26 @@ def versions() -> Dict[str, Optional[str]]:
     return found
 
 
+def port_range(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> Optional[List[int]]:
+    """The kernel's ephemeral port range (per network namespace)."""
+    try:
+        low, high = (int(x) for x in path.read_text().split()[:2])
+    except (OSError, ValueError):
+        return None
+    return [low, high]
+
+
+def rdma_devices(path: Path = Path("/sys/class/infiniband")) -> List[str]:
+    """InfiniBand / RoCE devices the node has (NCCL's IB transport would use them)."""
+    try:
+        return sorted(os.listdir(path))[:64]
+    except OSError:
+        return []
+
+
 def system_report(node_ip: str, storage_root: str) -> Dict[str, Any]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     return {"network": network_identity(node_ip), "shm": space("/dev/shm"),
             "storage": space(storage_root), "nofile": {"soft": soft, "hard": hard},
             "cpus": os.cpu_count(), "memory": memory(), "compute_apps": compute_apps(),
-            "versions": versions()}
+            "versions": versions(), "port_range": port_range(), "rdma_devices": rdma_devices()}

@@ -138,6 +138,8 @@ CATALOG = {
     "PRE-E055": ("NVIDIA drivers differ across nodes", "Run every Worker on nodes with the same driver version (mixed drivers mix CUDA and NCCL behaviour)."),
     "PRE-E056": ("NCCL, CUDA or rollout-engine versions differ across nodes", "Run every Worker on the same image; nothing may be installed at run time."),
     "PRE-E057": ("a package is older than the pinned verl requires", "Use an image whose packages meet verl's setup.py minimums (an old Ray misassigns GPUs: 'Duplicate GPU detected')."),
+    "PRE-W014": ("a node has RDMA devices but NCCL runs over TCP sockets", "Right on an RDMA-off platform; on an InfiniBand cluster Socket makes each step many times slower: use a profile and RuntimeEnv with IB enabled there."),
+    "PRE-W015": ("the ephemeral port range holds ports Ray serves on", "An outgoing connection can take a port before a server binds it (EADDRINUSE): set net.ipv4.ip_local_port_range above 20000 (e.g. 32768 60999), or move Ray's ports below it."),
     "PRE-E060": ("rollout tensor parallel size exceeds the GPUs of one node", "Set ROLLOUT_TP <= GPUS_PER_NODE: a rollout replica must not span nodes."),
     "PRE-E061": ("rollout tensor parallel size does not divide the GPUs of one node", "Set ROLLOUT_TP to a divisor of GPUS_PER_NODE, so replicas tile each node."),
     "PRE-E062": ("the batch does not divide by the rollout data-parallel size", "Pick TRAIN_BATCH_SIZE x ROLLOUT_N as a multiple of world size / ROLLOUT_TP (verl chunks the batch equally per replica)."),
