@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .checks import inputs, postflight, preflight
+from .checks import inputs, postflight, preflight, stall
 from . import launch
 from .report import runs, summary
 from .run.catalog import markdown_page, markdown_table
@@ -105,6 +105,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", required=True)
     p.add_argument("--resume-from", required=True, help="the earlier, preempted run's RUN_ID")
 
+    p = sub.add_parser("watch-training", help="stop the training phase when no step line comes "
+                       "in time; write stall.json (launcher, inside the training phase)")
+    p.add_argument("--run-dir", type=Path, required=True, help="the run folder with training.log")
+    p.add_argument("--first-step-seconds", type=float, default=1800.0,
+                   help="seconds until the first step line (model load, first rollout)")
+    p.add_argument("--stall-factor", type=float, default=3.0,
+                   help="later: this many times the slowest step so far")
+    p.add_argument("--stall-floor", type=float, default=300.0, help="but never fewer seconds")
+    p.add_argument("--poll", type=float, default=1.0, help=argparse.SUPPRESS)
+
     p = sub.add_parser("catalog", help="print every finding id with its fix (markdown table)")
     p.add_argument("--page", action="store_true", help="the whole docs/findings.md page")
     return parser
@@ -147,8 +157,8 @@ HANDLERS = {"inputs": inputs.main, "preflight": preflight.main, "postflight": po
             "report": summary.main, "runs": list_runs, "paths": launch.paths, "env": launch.env,
             "command": launch.training_command, "runtime-env": launch.runtime_env,
             "record-run": launch.record_run, "catalog": print_catalog,
-            "resume": launch.resume, "request": launch.check_request}
-NO_PROFILE = ("catalog", "runs", "request")  # phases that judge no single run
+            "resume": launch.resume, "request": launch.check_request, "watch-training": stall.main}
+NO_PROFILE = ("catalog", "runs", "request", "watch-training")  # phases that judge no single run
 
 
 def main(argv: Optional[List[str]] = None) -> int:

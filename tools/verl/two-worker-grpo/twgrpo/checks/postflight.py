@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import audit, checkpoint, fanout, health, launcher_records, placement, resumed, shards
+from . import audit, checkpoint, fanout, health, launcher_records, placement, resumed, shards, stall
 from .command_record import check_resolved_command, small_json
 from .rollouts import check_rollouts
 from ..run import humane, typed
@@ -211,6 +211,7 @@ CHECKS = [
     Check("fatal-causes", health.check_fatal_causes, needs=LOGGED),
     Check("scalars-finite", health.check_scalars_finite, needs=("tensorboard-scalars",)),
     Check("reward-sanity", health.check_reward_sanity),
+    Check("stall", stall.check_stall),
 ]
 
 

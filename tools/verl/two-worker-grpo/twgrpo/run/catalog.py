@@ -195,6 +195,7 @@ CATALOG = {
     "POST-E126": ("the first NCCL collective never completed", "The ranks never connected: a network problem, not a crash. Check that the nodes reach each other on NCCL's interface (preflight's reachability) and NCCL_SOCKET_IFNAME."),
     "POST-E127": ("Gloo could not connect its full mesh", "A hostname resolves to loopback or Gloo picked an unreachable interface: set GLOO_SOCKET_IFNAME, or fix /etc/hosts (preflight's hostname-resolution)."),
     "POST-E128": ("a TensorBoard scalar is NaN or inf at some step", "The run diverged at the step shown (often a per-GPU batch of 0 or a precision problem): fix it, never loosen the check."),
+    "POST-E129": ("the training watchdog stopped a stalled training", "No step line came within the limit (stall.json holds the last step, the last line, GPU use and stacks): look there for the rank that hung (NCCL, rollout engine), fix it, resume from the last checkpoint (RESUME_FROM)."),
     "POST-W010": ("every step's mean score is 0", "A model that should learn scored nothing: check the reward function, the prompt format and that responses are not cut short (MAX_RESPONSE_LENGTH)."),
     "POST-W011": ("every step's responses are empty", "The rollout engine returned nothing: check its log lines in training.log and the tokenizer's end-of-text token."),
     "POST-W012": ("every step's responses were all cut at MAX_RESPONSE_LENGTH", "No response finished: raise MAX_RESPONSE_LENGTH, or scores and lengths say little."),
