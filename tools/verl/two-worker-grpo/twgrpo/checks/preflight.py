@@ -48,6 +48,7 @@ class PreflightContext:
     cluster_resources: Dict[str, float] = dataclasses.field(default_factory=dict)
     reports: Dict[int, Dict[str, Any]] = dataclasses.field(default_factory=dict)
     probe_seconds: float = 0.0
+    reach_seconds: float = 0.0
 
     def node_name(self, ordinal: int) -> str:
         report = self.reports.get(ordinal) or {}
@@ -252,6 +253,7 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
             "expected_gpus_per_node": profile.GPUS_PER_NODE, "world_size": profile.world_size,
             "cluster_resources": ctx.cluster_resources, "driver_node_id": ctx.driver_node_id,
             "probe_seconds": round(ctx.probe_seconds, 3), "workers": topology(ctx),
+            "reach_seconds": round(ctx.reach_seconds, 3),
             "nodes": [ctx.reports.get(i) for i in range(len(ctx.nodes))]})
     finally:
         if ctx.ray is not None:

@@ -123,7 +123,9 @@ def check_reachability(ctx) -> List[Finding]:
         spec = {"ordinal": ordinal, "ordinals": ordinals, "folder": str(folder),
                 "token": ctx.token.strip(), "seconds": REACH_SECONDS}
         pending[remote.options(scheduling_strategy=strategy).remote(spec)] = ordinal
+    started = time.monotonic()
     ready, late = ray.wait(list(pending), num_returns=len(pending), timeout=REACH_SECONDS + 20)
+    ctx.reach_seconds = time.monotonic() - started
     found, results = [], {}
     for ref in late:
         ray.cancel(ref, force=True)
