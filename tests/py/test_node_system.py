@@ -163,7 +163,7 @@ def test_the_whole_system_report_on_this_machine(tmp_path, monkeypatch):
     assert report["storage"]["free_bytes"] > 0 and report["nofile"]["soft"] != 0
     assert any(i["name"] == "lo" for i in report["network"]["interfaces"])
     assert set(report["versions"]) == set(probe_system.VERSIONED) | {"torch-cuda"}
-    assert 0 <= report["seconds"] < 60  # recorded for bench/preflight.py
+    assert report["seconds"] >= 0  # recorded for bench/preflight.py
     json.dumps(report)  # it travels back through Ray
 
 
