@@ -72,11 +72,12 @@ def test_two_hosts_with_one_hostname(cluster, request):
 def second_interface(cluster, index, address):
     """A second interface that is up on one host, on a subnet no other host can reach."""
     from pyroute2 import IPRoute
-    with IPRoute(netns=cluster.nodes[index].ns) as ns:
-        ns.link("add", ifname="eth1", kind="dummy")
+    with IPRoute(netns=cluster.nodes[index].ns) as ns:  # a veth pair: the dummy kind may be absent
+        ns.link("add", ifname="eth1", kind="veth", peer="eth1p")
         link = ns.link_lookup(ifname="eth1")[0]
         ns.addr("add", index=link, address=address, prefixlen=24)
         ns.link("set", index=link, state="up")
+        ns.link("set", index=ns.link_lookup(ifname="eth1p")[0], state="up")
     try:
         yield
     finally:
