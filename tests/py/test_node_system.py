@@ -227,3 +227,11 @@ def test_port_range_and_rdma_devices_are_read_from_their_files(tmp_path):
     (tmp_path / "ib" / "mlx5_0").mkdir(parents=True)
     assert probe_system.rdma_devices(tmp_path / "ib") == ["mlx5_0"]
     assert probe_system.rdma_devices(tmp_path / "none") == []
+
+
+def test_on_one_node_a_loopback_hostname_does_no_harm(tmp_path):
+    from twgrpo.run.findings import Skip
+    ctx = context(tmp_path, nodes=1)
+    change(ctx, 0, NET + ("resolved",), {"addresses": ["127.0.0.1"]})
+    with pytest.raises(Skip, match="one node"):
+        node_network.check_hostname_resolution(ctx)
