@@ -109,11 +109,12 @@ def test_tiny_dev_shm(cluster, request):
 
 def test_low_ulimit_n_in_the_ray_worker(cluster, request):
     cluster.wrappers[1] = ["prlimit", "--nofile=1024:1024"]
+    cluster.restart_node(1, 2)
     try:
-        with node_variant(cluster, 1):
-            result = preflight(cluster, request)
+        result = preflight(cluster, request)
     finally:
-        cluster.wrappers.pop(1)
+        cluster.wrappers.pop(1)  # before the restart that puts the node back
+        cluster.restart_node(1, 2)
     assert result.errors == {("PRE-E049", NODE1)}
     assert "ulimit -n in the Ray worker is 1024" in result.output
 

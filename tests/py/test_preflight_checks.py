@@ -45,9 +45,9 @@ def system(ordinal):
     return {
         "network": {"hostname": f"node-{ordinal}", "node_ip": ip,
                     "resolved": {"addresses": [ip]},
-                    "interfaces": [{"name": "lo", "up": True, "ipv4": "127.0.0.1", "virtual": True},
-                                   {"name": "eth0", "up": True, "ipv4": ip, "virtual": False},
-                                   {"name": "docker0", "up": True, "ipv4": "172.17.0.1", "virtual": True}],
+                    "interfaces": [{"name": "lo", "up": True, "ipv4": "127.0.0.1"},
+                                   {"name": "eth0", "up": True, "ipv4": ip},
+                                   {"name": "docker0", "up": True, "ipv4": "172.17.0.1"}],
                     "socket_env": {"NCCL_SOCKET_IFNAME": None, "GLOO_SOCKET_IFNAME": None}},
         "shm": {"path": "/dev/shm", "total_bytes": 64 << 30, "free_bytes": 64 << 30,
                 "free_inodes": 10 ** 6, "total_inodes": 10 ** 6},

@@ -57,7 +57,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=3a28c49c584b276f48be9f2160645427701d0a465815a2e594187bc73d450f27
+readonly BUNDLE_SUMS_SHA256=241f21d1697163b83c79c5974179174d7f04259e05172ed63915560712193e99
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

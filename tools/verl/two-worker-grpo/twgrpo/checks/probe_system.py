@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 SIOCGIFADDR = 0x8915  # linux/sockios.h: an interface's primary IPv4 address
+SIOCGIFFLAGS = 0x8913  # linux/sockios.h: an interface's flags
 IFF_UP = 0x1
 RESOLVE_SECONDS = 5.0
 SMI_APPS = "gpu_uuid,pid,process_name,used_memory"
@@ -48,30 +49,32 @@ def resolve(host: str, seconds: float = RESOLVE_SECONDS) -> Dict[str, Any]:
     return answer
 
 
-def ipv4_of(name: str) -> Optional[str]:
+def _ioctl(name: str, request: int) -> Optional[bytes]:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         try:
-            raw = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+            return fcntl.ioctl(sock.fileno(), request, struct.pack("256s", name.encode()[:15]))
         except OSError:
             return None
-    return socket.inet_ntoa(raw[20:24])
 
 
-def interfaces(sys_net: Path = Path("/sys/class/net")) -> List[Dict[str, Any]]:
-    """Each network interface: name, up (IFF_UP), primary IPv4 address, virtual or not."""
+def ipv4_of(name: str) -> Optional[str]:
+    raw = _ioctl(name, SIOCGIFADDR)
+    return socket.inet_ntoa(raw[20:24]) if raw else None
+
+
+def interfaces() -> List[Dict[str, Any]]:
+    """Each network interface of this process's network namespace: name, up (IFF_UP), primary
+    IPv4 address. Asked of the kernel through a socket, not /sys/class/net, which shows the
+    namespace of whoever mounted /sys."""
     found = []
     try:
-        names = sorted(os.listdir(sys_net))[:256]
+        names = sorted(name for _, name in socket.if_nameindex())[:256]
     except OSError:
         return found
     for name in names:
-        try:
-            flags = int((sys_net / name / "flags").read_text().strip(), 16)
-        except (OSError, ValueError):
-            flags = 0
-        virtual = (sys_net / name / "device").exists() is False
-        found.append({"name": name, "up": bool(flags & IFF_UP), "ipv4": ipv4_of(name),
-                      "virtual": virtual})
+        raw = _ioctl(name, SIOCGIFFLAGS)
+        flags = struct.unpack("H", raw[16:18])[0] if raw else 0
+        found.append({"name": name, "up": bool(flags & IFF_UP), "ipv4": ipv4_of(name)})
     return found
 
 

@@ -108,7 +108,10 @@ def reach_node(spec: Dict[str, Any]) -> Dict[str, Any]:
 
 def check_reachability(ctx) -> List[Finding]:
     """One reach task per node that answered its probe; every failed pair is a finding."""
-    answered = ctx.answered(at_least=2)
+    # The nodes meet through the run folder: only those that read the driver's sentinel there.
+    answered = [(o, r) for o, r in ctx.answered() if r.get("sentinel_ok")]
+    if len(answered) < 2:
+        raise Skip("fewer than two nodes share the run folder (shared-storage says why)")
     ray = ctx.ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     import twgrpo
