@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Summary: Preflight wall time on 2, 4 and 8 Ray nodes (real multi-host test clusters), and
-how long each cluster takes to come up. Probes run concurrently, so the ratio to 2 nodes
-should stay near flat. Needs root (network namespaces).
+how long each cluster takes to come up, and what the OS and network checks add (the slowest
+node's system probe, the all-pairs reachability round). Probes run concurrently, so the ratio
+to 2 nodes should stay near flat. Needs root (network namespaces).
 
 Usage: bench/preflight.py SCRATCH [--nodes 2 4 8]
 """
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -27,7 +29,7 @@ def main() -> int:
     if reason:
         print(f"preflight bench skipped: {reason}")
         return 0
-    results = {}
+    results, added = {}, {}
     for nodes in args.nodes:
         root = args.scratch / f"c{nodes}"
         cluster = netcluster.Cluster(root)
@@ -54,13 +56,19 @@ def main() -> int:
                 if out.returncode:
                     print(out.stdout[-2000:], out.stderr[-2000:])
                     return 1
+                record = json.loads((run / "preflight.json").read_text())
+                # What the OS/network checks add: the slowest node's system probe (inside the
+                # concurrent probe round) and the all-pairs reachability round.
+                added.setdefault(nodes, []).append(
+                    (max(n["system"]["seconds"] for n in record["nodes"]), record["reach_seconds"]))
             results[nodes] = (bring_up, min(times))
         finally:
             cluster.down()
     base = results[min(results)][1]
-    print("nodes  cluster up  preflight  ratio to 2 nodes")
+    print("nodes  cluster up  preflight  ratio to 2 nodes  system probe  reachability")
     for nodes, (up, pre) in sorted(results.items()):
-        print(f"{nodes:5d}  {up:8.1f} s  {pre:7.1f} s  {pre / base:5.2f}x")
+        system, reach = min(added[nodes], key=lambda pair: sum(pair))
+        print(f"{nodes:5d}  {up:8.1f} s  {pre:7.1f} s  {pre / base:14.2f}x  {system:10.2f} s  {reach:10.2f} s")
     return 0
 
 

@@ -6,8 +6,8 @@ Usage: tests/cluster/netcluster.py up DIR --nodes N [--gpus-per-node G] [--real-
 
 Each node is a host of its own: a network namespace on a private bridge (10.231.0.0/24, the
 bridge itself in a switch namespace, so the machine's own network is never touched), its own
-hostname (UTS namespace), mount namespace, /dev/shm and Ray temp dir, and `ray start
---node-ip-address`. Namespaces and links are made with pyroute2 (netlink from Python), so
+hostname (UTS namespace), mount namespace, /etc/hosts naming every node, /dev/shm and Ray temp
+dir, and `ray start --node-ip-address`. Namespaces and links are made with pyroute2 (netlink from Python), so
 iproute2 is not needed. Every node sees the shared storage DIR/storage (a tmpfs) and has a
 stub nvidia-smi on PATH that reports the GPUs in DIR/nN/gpus.csv; with --real-gpus every node
 gets the machine's own nvidia-smi and GPU 0 instead (CUDA_VISIBLE_DEVICES=0: the hosts share
@@ -84,6 +84,7 @@ class Cluster:
         self.stub_gpus = stub_gpus  # False on a GPU machine: the real nvidia-smi answers
         self.cpus_per_node = cpus_per_node  # 1 for probes; verl's actors want more
         self.dashboard = dashboard  # the head serves the Ray job API on DASHBOARD_PORT
+        self.wrappers: Dict[int, List[str]] = {}  # node index -> command put before `ray start`
         if self.state.is_file():
             data = json.loads(self.state.read_text())
             self.tag = data["tag"]
@@ -146,7 +147,11 @@ class Cluster:
         # The holder gets its own hostname and mounts, then waits; commands join it by nsenter.
         # Ray takes its temp dir from the head, one path for all nodes: a private tmpfs on that
         # path gives each node its own, as separate hosts have.
+        # Each host resolves every node's name to its IP (its own /etc/hosts), as cluster DNS does.
+        hosts = self.hosts_file(node)
+        self.write_hosts(extra=[node])
         script = (f"hostname {node.hostname} && mount --make-rprivate / && "
+                  f"mount --bind {hosts} /etc/hosts && "
                   f"mount -t tmpfs -o size=1g tmpfs /dev/shm && "
                   f"mount -t tmpfs -o size=1g tmpfs {self.ray_temp} && exec sleep infinity")
         holder = subprocess.Popen(["nsenter", f"--net={NETNS_DIR}/{node.ns}", "unshare", "--uts",
@@ -162,6 +167,19 @@ class Cluster:
         else:
             raise RuntimeError(f"{node.hostname}: namespace holder did not start")
         return node
+
+    def hosts_file(self, node: Node) -> Path:
+        return self.root / f"n{node.index}" / "hosts"
+
+    def write_hosts(self, extra: List[Node] = (), override: Optional[Dict[int, str]] = None) -> None:
+        """Every node's /etc/hosts: localhost and each node's hostname -> IP, written in place
+        (a bind mount follows the file, not its name); override[i] replaces node i's text."""
+        nodes = {n.index: n for n in [*self.nodes, *extra]}
+        lines = ["127.0.0.1 localhost"] + [f"{n.ip} {n.hostname}" for _, n in sorted(nodes.items())]
+        for index, node in nodes.items():
+            text = (override or {}).get(index, "\n".join(lines) + "\n")
+            with open(self.hosts_file(node), "w") as stream:
+                stream.write(text)
 
     def enter(self, node: Node) -> List[str]:
         return ["nsenter", "-t", str(node.holder), "--net", "--uts", "--mount", "--"]
@@ -201,7 +219,7 @@ class Cluster:
                 else [f"--address={head.ip}:{GCS_PORT}"])
         log = open(self.root / f"n{node.index}" / "ray-start.log", "ab")
         process = subprocess.Popen(
-            self.enter(node) + ["ray", "start", "--block", *role, f"--node-ip-address={node.ip}",
+            self.enter(node) + self.wrappers.get(node.index, []) + ["ray", "start", "--block", *role, f"--node-ip-address={node.ip}",
                                 f"--num-gpus={gpus}", f"--num-cpus={self.cpus_per_node}",
                                 "--disable-usage-stats"],
             env=self.node_env(node, extra_env), stdin=subprocess.DEVNULL, stdout=log,

@@ -193,7 +193,7 @@ def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Seq
     tb.mkdir(exist_ok=True)
     nan = log_options.get("nan_loss", False)
     write_events(tb / "events.out.tfevents.1764676800.host0.3773.0",
-                 [(s, {t: (math.nan if nan and t == "actor/pg_loss" else
+                 [(s, {t: (math.nan if nan and t == "actor/pg_loss" and s == last else
                            float(s) if t == "training/global_step" else 0.01 * s)
                        for t in TAGS}) for s in range(first, last + 1)]
                  # verl's validation scalars (val-core/<data source>/<variable>/<metric>)

@@ -150,14 +150,8 @@ def test_wrong_gpu_model(cluster, request):
 def test_old_driver_on_one_node(cluster, request):
     with stub_table(cluster, 1, driver="470.57.02"):
         result = preflight(cluster, request)
-    assert result.ids() == {"PRE-E022"}
+    assert result.ids() == {"PRE-E022", "PRE-E055"}  # too old, and not node 0's driver
     assert "NVIDIA driver 470.57.02 is older than 525.60.13" in result.output
-
-
-def test_driver_versions_may_differ_between_nodes(cluster, request):
-    with stub_table(cluster, 1, driver="550.54.15"):
-        result = preflight(cluster, request)
-    assert result.code == 0, result.output
 
 
 def test_storage_private_to_one_node(cluster, request, tmp_path):

@@ -31,10 +31,34 @@ def report(ordinal, profile):
         "python": {"version": "3.12.3", "implementation": "CPython", "executable": "/usr/bin/python3"},
         "packages": {"torch": {"version": "2.8.0", "origin": "/usr/lib/python3/torch/__init__.py"}},
         "engine_importable": True,
+        "system": system(ordinal),
         "inputs": {"findings": [], "evidence": {"verl_commit": "c" * 40, "verl_clean": True,
                                                 "model_sums_sha256": "a" * 64,
                                                 "data_sums_sha256": "d" * 64,
                                                 "parquet_rows": {"train": 7473, "test": 1319}}},
+    }
+
+
+def system(ordinal):
+    """A healthy node's operating system, as probe_system.system_report answers."""
+    ip = f"10.0.0.{10 + ordinal}"
+    return {
+        "network": {"hostname": f"node-{ordinal}", "node_ip": ip,
+                    "resolved": {"addresses": [ip]},
+                    "interfaces": [{"name": "lo", "up": True, "ipv4": "127.0.0.1"},
+                                   {"name": "eth0", "up": True, "ipv4": ip},
+                                   {"name": "docker0", "up": True, "ipv4": "172.17.0.1"}],
+                    "socket_env": {"NCCL_SOCKET_IFNAME": None, "GLOO_SOCKET_IFNAME": None}},
+        "shm": {"path": "/dev/shm", "total_bytes": 64 << 30, "free_bytes": 64 << 30,
+                "free_inodes": 10 ** 6, "total_inodes": 10 ** 6},
+        "storage": {"path": "/mnt", "total_bytes": 1 << 42, "free_bytes": 1 << 41,
+                    "free_inodes": 10 ** 8, "total_inodes": 10 ** 8},
+        "nofile": {"soft": 1048576, "hard": 1048576}, "cpus": 64,
+        "memory": {"MemTotal": 1 << 40, "MemAvailable": 1 << 39, "cgroup_limit": None},
+        "compute_apps": {"apps": []},
+        "versions": {"vllm": None, "flash_attn": "2.8.3", "nvidia-nccl-cu12": "2.27.3",
+                     "nvidia-cuda-runtime-cu12": "12.8.90", "torch-cuda": "12.8"},
+        "port_range": [32768, 60999], "rdma_devices": [],
     }
 
 
@@ -48,6 +72,7 @@ def context(tmp_path, nodes=2, answered=None):
                   "NodeManagerAddress": f"10.0.0.{10 + i}",
                   "Resources": {"GPU": float(profile.GPUS_PER_NODE)}} for i in range(nodes)]
     ctx.token = "exp-001 token\n"
+    (tmp_path / "setup.py").write_text('install_requires = ["ray[default]>=2.41.0", "torch"]\n')
     (tmp_path / "preflight-nodes").mkdir()
     for i in range(nodes if answered is None else answered):
         ctx.reports[i] = report(i, profile)
@@ -130,7 +155,7 @@ def test_without_ray_every_cluster_check_says_skipped_not_ok(monkeypatch, tmp_pa
     results = {r.name: r for r in run_checks("preflight", preflight.CHECKS, ctx)}
     assert ids(results["ray-connection"].findings) == ["PRE-E010"]
     judged = [name for name, r in results.items() if not r.skipped]
-    assert judged == ["batch-sizes", "rollout-tp-per-node", "rollout-lengths", "extra-overrides",
+    assert judged == ["batch-sizes", "rollout-lengths", "extra-overrides",
                       "nccl-values", "ray-connection"]
     out = capsys.readouterr().out
     assert re.search(r"node-count \.+ skipped \(not connected to a Ray cluster\)", out)

@@ -43,7 +43,12 @@ def ids(**values):
     ({"TRAIN_BATCH_SIZE": 2}, ["PRE-E002"]),                          # 2 < mini 4
     ({"PPO_MICRO_BATCH_SIZE_PER_GPU": 3}, ["PRE-E003"]),              # 4*2//4 = 2, 2 % 3
     ({"PPO_MINI_BATCH_SIZE": 1, "ROLLOUT_N": 1, "TRAIN_BATCH_SIZE": 4}, ["PRE-E003"]),  # 1//4 = 0
-    ({"ROLLOUT_TP": 3}, ["PRE-E004"]),
+    ({"ROLLOUT_TP": 3}, ["PRE-E004", "PRE-E060"]),                  # 4 % 3, and 3 > 2 per node
+    ({"ROLLOUT_TP": 4}, ["PRE-E060"]),                                # a replica over 2 nodes
+    ({"GPUS_PER_NODE": 3, "ROLLOUT_TP": 2, "TRAIN_BATCH_SIZE": 6, "PPO_MINI_BATCH_SIZE": 6},
+     ["PRE-E061"]),                                                   # 3 % 2: replicas cannot tile
+    ({"TRAIN_BATCH_SIZE": 5, "ROLLOUT_N": 1, "ROLLOUT_TP": 2, "PPO_MICRO_BATCH_SIZE_PER_GPU": 1},
+     ["PRE-E001", "PRE-E062"]),                                       # 5 % (4 / 2): unequal chunks
     ({"TRAIN_ROWS": 7, "TRAIN_BATCH_SIZE": 4}, ["PRE-E005"]),
     ({"NODES": 4, "TRAIN_BATCH_SIZE": 8, "PPO_MINI_BATCH_SIZE": 8}, []),  # 4x2, any topology
 ])

@@ -163,8 +163,8 @@ def test_postflight_judges_the_recipe_values(tmp_path):
 
 
 @pytest.mark.parametrize("values,drop,ident,check", [
-    ({"ROLLOUT_TP": 4, "TRAIN_BATCH_SIZE": 8, "PPO_MINI_BATCH_SIZE": 8}, (), "PRE-E100",
-     "rollout-tp-per-node"),
+    ({"ROLLOUT_TP": 4, "TRAIN_BATCH_SIZE": 8, "PPO_MINI_BATCH_SIZE": 8}, (), "PRE-E060",
+     "batch-sizes"),
     ({"MAX_PROMPT_LENGTH": 2048}, (), "PRE-E101", "rollout-lengths"),
     ({"NCCL_IB_HCA": "mlx5_0"}, (), "PRE-E102", "nccl-values"),
     ({}, ("MODEL_SUMS_SHA256",), "INP-E070", "input-pins"),

@@ -11,5 +11,5 @@ holds the order):
 cli.py (the command line) and launch.py (what the launcher asks for) sit on top and may import
 any layer. Every check is a function ``check_<thing>(ctx) -> list[Finding]``; all checks of a
 phase run and are reported. ``ray`` is imported only inside the cluster probe (checks/probe.py,
-checks/preflight.py).
+checks/preflight.py, and the reachability round, checks/reach.py).
 """

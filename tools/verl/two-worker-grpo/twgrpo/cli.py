@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .checks import inputs, postflight, preflight, recipe
+from .checks import inputs, postflight, preflight, recipe, stall
 from . import launch
 from .report import runs, summary
 from .run.catalog import markdown_page, markdown_table
@@ -125,6 +125,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume-from", default="")
     p.add_argument("--bundle-sums-sha256", required=True)
 
+    p = sub.add_parser("watch-training", help="stop the training phase when no step line comes "
+                       "in time; write stall.json (launcher, inside the training phase)")
+    p.add_argument("--run-dir", type=Path, required=True, help="the run folder with training.log")
+    p.add_argument("--first-step-seconds", type=float, default=1800.0,
+                   help="seconds until the first step line (model load, first rollout)")
+    p.add_argument("--stall-factor", type=float, default=3.0,
+                   help="later: this many times the slowest step so far")
+    p.add_argument("--stall-floor", type=float, default=300.0, help="but never fewer seconds")
+    p.add_argument("--poll", type=float, default=1.0, help=argparse.SUPPRESS)
+
     p = sub.add_parser("catalog", help="print every finding id with its fix (markdown table)")
     p.add_argument("--page", action="store_true", help="the whole docs/findings.md page")
     return parser
@@ -168,8 +178,9 @@ HANDLERS = {"inputs": inputs.main, "preflight": preflight.main, "postflight": po
             "command": launch.training_command, "runtime-env": launch.runtime_env,
             "record-run": launch.record_run, "catalog": print_catalog,
             "resume": launch.resume, "request": launch.check_request,
-            "heartbeat": launch.heartbeat, "attempt": launch.attempt, "check-profile": recipe.main}
-NO_PROFILE = ("catalog", "runs", "request", "heartbeat")  # phases that judge no single run
+            "heartbeat": launch.heartbeat, "attempt": launch.attempt, "check-profile": recipe.main,
+            "watch-training": stall.main}
+NO_PROFILE = ("catalog", "runs", "request", "heartbeat", "watch-training")  # judge no single run
 
 
 def main(argv: Optional[List[str]] = None) -> int:

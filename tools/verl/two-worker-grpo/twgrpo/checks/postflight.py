@@ -11,8 +11,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from . import (audit, checkpoint, fanout, launcher_records, placement, resumed, shards, stopped,
-               validation)
+from . import (audit, checkpoint, fanout, health, launcher_records, placement, resumed, shards,
+               stall, stopped, validation)
 from .command_record import check_resolved_command, small_json
 from .rollouts import check_rollouts
 from ..run import humane, typed
@@ -218,6 +218,10 @@ CHECKS = [
     Check("rollouts", check_rollouts),
     Check("checkpoint", check_checkpoint),
     Check("resume", resumed.check_resumed_run, needs=LOGGED),
+    Check("fatal-causes", health.check_fatal_causes, needs=LOGGED),
+    Check("scalars-finite", health.check_scalars_finite, needs=("tensorboard-scalars",)),
+    Check("reward-sanity", health.check_reward_sanity),
+    Check("stall", stall.check_stall),
 ]
 
 

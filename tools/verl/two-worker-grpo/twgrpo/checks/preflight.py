@@ -23,6 +23,7 @@ from ..run.phase import run_phase
 from .node_reports import (check_shared_storage, check_gpus, check_driver_version, check_storage_mount,
                            check_nccl_env, check_rollout_engine, check_node_inputs, check_same_inputs, check_same_packages)
 from .probe import probe_node
+from . import node_network, node_system, reach
 from ..run.profile import ROLLOUT_ENGINES, Profile
 from ..run.records import write_text
 from ..run.runpaths import run_folder
@@ -47,6 +48,7 @@ class PreflightContext:
     cluster_resources: Dict[str, float] = dataclasses.field(default_factory=dict)
     reports: Dict[int, Dict[str, Any]] = dataclasses.field(default_factory=dict)
     probe_seconds: float = 0.0
+    reach_seconds: float = 0.0
 
     def node_name(self, ordinal: int) -> str:
         report = self.reports.get(ordinal) or {}
@@ -201,6 +203,7 @@ CHECKS = [
     Check("ray-connection", check_ray_connection),
     Check("node-count", check_node_count, needs=CONNECTED),
     Check("gpu-resources", check_gpu_resources, needs=CONNECTED),
+    Check("gpus-free", node_system.check_gpus_free, needs=CONNECTED),
     Check("node-probes", check_node_probes, needs=CONNECTED),
     Check("shared-storage", check_shared_storage, needs=PROBED),
     Check("gpus", check_gpus, needs=PROBED),
@@ -213,6 +216,20 @@ CHECKS = [
     Check("node-inputs", check_node_inputs, needs=PROBED),
     Check("same-inputs", check_same_inputs, needs=PROBED),
     Check("same-packages", check_same_packages, needs=PROBED),
+    Check("hostname-resolution", node_network.check_hostname_resolution, needs=PROBED),
+    Check("distinct-identity", node_network.check_distinct_identity, needs=PROBED),
+    Check("interfaces", node_network.check_interfaces, needs=PROBED),
+    # It meets the other nodes through the run folder: it needs the shared storage proved.
+    Check("reachability", reach.check_reachability, needs=PROBED + ("shared-storage",)),
+    Check("shared-memory", node_system.check_shared_memory, needs=PROBED),
+    Check("open-files", node_system.check_open_files, needs=PROBED),
+    Check("host-memory", node_system.check_host_memory, needs=PROBED),
+    Check("storage-space", node_system.check_storage_space, needs=PROBED),
+    Check("gpu-processes", node_system.check_gpu_processes, needs=PROBED),
+    Check("same-versions", node_system.check_same_versions, needs=PROBED),
+    Check("version-floors", node_system.check_version_floors, needs=PROBED),
+    Check("port-range", node_network.check_port_range, needs=PROBED),
+    Check("rdma-unused", node_network.check_rdma_unused, needs=PROBED),
 ]
 
 
@@ -251,6 +268,7 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
             "expected_gpus_per_node": profile.GPUS_PER_NODE, "world_size": profile.world_size,
             "cluster_resources": ctx.cluster_resources, "driver_node_id": ctx.driver_node_id,
             "probe_seconds": round(ctx.probe_seconds, 3), "workers": topology(ctx),
+            "reach_seconds": round(ctx.reach_seconds, 3),
             "nodes": [ctx.reports.get(i) for i in range(len(ctx.nodes))]})
     finally:
         if ctx.ray is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import inputs, network
+from .probe_system import system_report
 from ..run.findings import run_checks
 from ..run.mounts import mount_for
 from ..run.profile import parse_profile_text
@@ -147,6 +148,7 @@ def probe_node(spec: Dict[str, Any]) -> Dict[str, Any]:
     report["python"] = {"version": platform.python_version(), "implementation":
                         platform.python_implementation(), "executable": sys.executable}
     report["packages"] = package_identity()
+    report["system"] = system_report(report["node_ip"], spec["storage_root"])
     engine_module = spec["engine_module"]
     try:
         report["engine_importable"] = importlib.util.find_spec(engine_module) is not None

@@ -20,18 +20,6 @@ def _obj(profile: Profile) -> str:
     return f"profile {profile.PROFILE_NAME}"
 
 
-def check_rollout_tp_per_node(profile: Profile) -> List[Finding]:
-    """verl builds each rollout engine's TP group from consecutive ranks of one node (SGLang and
-    vLLM run TP inside one host), so TP must fit one node and divide its GPUs."""
-    p = profile
-    if p.ROLLOUT_TP > p.GPUS_PER_NODE or p.GPUS_PER_NODE % p.ROLLOUT_TP:
-        return [finding("PRE-E100", _obj(p), f"ROLLOUT_TP {p.ROLLOUT_TP} does not divide "
-                        f"GPUS_PER_NODE {p.GPUS_PER_NODE}"
-                        + (" (it is larger)" if p.ROLLOUT_TP > p.GPUS_PER_NODE else ""),
-                        rollout_tp=p.ROLLOUT_TP, gpus_per_node=p.GPUS_PER_NODE)]
-    return []
-
-
 def check_rollout_lengths(profile: Profile) -> List[Finding]:
     """The command sets enable_chunked_prefill=false and max_model_len = prompt + response, so one
     whole sequence must fit max_num_batched_tokens (verl's vLLM rollout raises otherwise; SGLang
@@ -73,9 +61,8 @@ def _on(rule):
     return lambda ctx: rule(ctx.profile)
 
 
-# Preflight runs the first four after batch-sizes; check-profile runs them all.
+# Preflight runs these after batch-sizes (which holds the rollout TP rules); check-profile runs them all.
 RULES = [
-    Check("rollout-tp-per-node", _on(check_rollout_tp_per_node)),
     Check("rollout-lengths", _on(check_rollout_lengths)),
     Check("extra-overrides", _on(check_extra_overrides)),
     Check("nccl-values", _on(check_nccl_values)),

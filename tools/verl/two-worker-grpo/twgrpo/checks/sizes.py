@@ -54,4 +54,28 @@ def check_batch_sizes(profile: Profile) -> List[Finding]:
                              f"TRAIN_ROWS {p.TRAIN_ROWS} hold {p.TRAIN_ROWS // p.TRAIN_BATCH_SIZE} "
                              f"full batches of {p.TRAIN_BATCH_SIZE} x TOTAL_EPOCHS "
                              f"{p.TOTAL_EPOCHS}, fewer than TARGET_STEPS {p.TARGET_STEPS}"))
+    return found + check_rollout_layout(p)
+
+
+def check_rollout_layout(p: Profile) -> List[Finding]:
+    """Rollout replicas against one node (verl PR #652, verl #6856) and the rollout DP chunk."""
+    obj, found = f"profile {p.PROFILE_NAME}", []
+    # verl/workers/rollout/replica.py: a replica of TP GPUs must tile the node, never span nodes
+    if p.ROLLOUT_TP > p.GPUS_PER_NODE:
+        found.append(finding("PRE-E060", obj, f"ROLLOUT_TP {p.ROLLOUT_TP} is more than the "
+                             f"{p.GPUS_PER_NODE} GPUs of one node: a rollout replica would span nodes",
+                             mirrors="verl/workers/rollout/replica.py RolloutReplica.__init__"))
+    elif p.GPUS_PER_NODE % p.ROLLOUT_TP:
+        found.append(finding("PRE-E061", obj, f"ROLLOUT_TP {p.ROLLOUT_TP} does not divide "
+                             f"GPUS_PER_NODE {p.GPUS_PER_NODE}",
+                             mirrors="verl/workers/rollout/replica.py RolloutReplica.__init__"))
+    # verl/protocol.py DataProto.chunk: the repeated batch is split equally over the rollout
+    # mesh's data-parallel ranks (world / TP) before generation: "only support equal chunk".
+    if p.ROLLOUT_TP > 1 and p.world_size % p.ROLLOUT_TP == 0:  # TP 1: PRE-E001 says it
+        dp = p.world_size // p.ROLLOUT_TP
+        real = p.TRAIN_BATCH_SIZE * p.ROLLOUT_N
+        if real % dp:
+            found.append(finding("PRE-E062", obj, f"TRAIN_BATCH_SIZE x ROLLOUT_N = {real} does not "
+                                 f"divide by the rollout data-parallel size {dp} (world {p.world_size}"
+                                 f" / ROLLOUT_TP {p.ROLLOUT_TP})", mirrors="verl/protocol.py DataProto.chunk"))
     return found

@@ -192,6 +192,8 @@ class Scalars:
     dropped: int = 0  # values not held: their tag came after MAX_TAGS others
     thinned: int = 0  # values let go to keep a long run's charts within MAX_VALUES
     stride: Dict[str, int] = dataclasses.field(default_factory=dict)  # tag -> steps kept: k*stride
+    # tag -> (first step, value) of a NaN or inf write, for every tag, kept or not (MAX_TAGS)
+    nonfinite: Dict[str, Tuple[int, float]] = dataclasses.field(default_factory=dict)
 
     def at(self, tag: str, step: int) -> Optional[float]:
         return self.values.get(tag, {}).get(step)
@@ -237,6 +239,9 @@ def _hold(scalars: Scalars, tag: str, step: int, value: float, wanted: Optional[
     """Hold one value if its tag is held; True when the tag is held at all."""
     if len(scalars.tags) < MAX_TAGS:
         scalars.tags.add(tag)
+    if not math.isfinite(value) and (tag in scalars.nonfinite or len(scalars.nonfinite) < MAX_TAGS):
+        if tag not in scalars.nonfinite or step < scalars.nonfinite[tag][0]:
+            scalars.nonfinite[tag] = (step, value)
     if wanted is not None and tag not in wanted:
         return False
     series = scalars.values.get(tag)

@@ -10,7 +10,10 @@ import dataclasses
 import re
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
+from .causes import classify
+
 FATAL_SAMPLES = 20
+CAUSE_SAMPLES = 5  # per cause
 KEEP = 100_000  # evidence items one scan holds; a real 512-rank log needs a few ten thousand
 
 ANSI = re.compile(r"\x1b\[[0-9;]{0,32}[A-Za-z]")
@@ -75,6 +78,7 @@ ANCHORED = (
     (b"b", (b"global_step_", b"training/global_step:", b"Traceback")),
     (b"G", (b"ProcessGroupNCCL",)),
     (b"K", (b"Killed",)),
+    (b"M", (b"Memory on the node",)),  # Ray's OOM detail: node, usage, threshold (causes.py)
 )
 SEARCHED = (b"commId", b"Total training steps")  # no rare byte: a substring search each
 KEYWORDS = SEARCHED + tuple(word for _, words in ANCHORED for word in words)
@@ -123,6 +127,10 @@ class LogScan:
     # lines longer than MAX_LINE, not parsed: (line, byte offset, length), first samples
     long_lines: List[Tuple[int, int, int]] = dataclasses.field(default_factory=list)
     long_count: int = 0
+    # lines naming a known cause (causes.py): (line, cause, details, text), first samples per
+    # cause, and how many lines named each cause
+    causes: List[Tuple[int, str, Dict[str, str], str]] = dataclasses.field(default_factory=list)
+    cause_counts: Dict[str, int] = dataclasses.field(default_factory=dict)
     kept: int = 0  # evidence items held (init events, transport, Gloo, steps), at most KEEP
     dropped: int = 0  # evidence items past KEEP, counted but not held
 
@@ -167,6 +175,11 @@ class LogScan:
         if len(self.fatal) < FATAL_SAMPLES:
             self.fatal.append((line, name, text.strip()[:400]))
 
+    def add_cause(self, line: int, cause: str, details: Dict[str, str], text: str) -> None:
+        self.cause_counts[cause] = self.cause_counts.get(cause, 0) + 1
+        if self.cause_counts[cause] <= CAUSE_SAMPLES:
+            self.causes.append((line, cause, details, text.strip()[:400]))
+
     def add_long_line(self, line: int, offset: int, length: int) -> None:
         self.long_count += 1
         if len(self.long_lines) < FATAL_SAMPLES:
@@ -177,6 +190,11 @@ class LogScan:
         self.lines += other.lines
         self.fatal += other.fatal[:max(FATAL_SAMPLES - len(self.fatal), 0)]
         self.fatal_count += other.fatal_count
+        for line, cause, details, text in other.causes:
+            self.add_cause(line, cause, details, text)
+        for cause, count in other.cause_counts.items():  # lines past the samples count too
+            held = sum(1 for c in other.causes if c[1] == cause)
+            self.cause_counts[cause] = self.cause_counts.get(cause, 0) + count - held
         self.long_lines += other.long_lines[:max(FATAL_SAMPLES - len(self.long_lines), 0)]
         self.long_count += other.long_count
         self.dropped += other.dropped
@@ -227,6 +245,9 @@ def _parse_line(scan: LogScan, number: int, raw: str) -> None:
     name = _fatal_marker(body)
     if name:
         scan.add_fatal(number, name, text)
+    cause = classify(body)
+    if cause:
+        scan.add_cause(number, cause[0], cause[1], text)
     if "commId" in body:
         m = NCCL_INIT.search(body)
         if m:

@@ -1,0 +1,96 @@
+"""The training watchdog (checks/stall.py): its clock, a real process group it stops when the
+step lines stop, one it leaves alone, and postflight's finding from its record."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from twgrpo.checks.stall import LogFollower, StallClock
+from twgrpo.cli import main
+from verification import failed_ids
+
+REPO = Path(__file__).resolve().parents[2]
+VERIFY = REPO / "tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py"
+FIXTURE = next((REPO / "tests" / "fixtures" / "real-smoke-run").glob("smoke-*"))
+
+
+def test_the_first_step_has_its_own_budget_then_the_slowest_step_sets_the_pace():
+    clock = StallClock(first_step=100, factor=3, floor=10, last_at=0)
+    assert clock.limit() == 100 and not clock.stalled(99) and clock.stalled(101)
+    clock.step(1, 90)  # model load and the first rollout: not the pace
+    assert clock.limit() == 10
+    clock.step(2, 110)  # 20 s per step
+    clock.step(4, 130)  # 10 s per step
+    assert (clock.slowest, clock.limit()) == (20, 60)
+    assert not clock.stalled(189) and clock.stalled(191)
+    clock.step(3, 300)  # an older step line changes nothing
+    assert clock.last_step == 4
+
+
+def test_the_follower_reads_complete_lines_only(tmp_path):
+    log = tmp_path / "training.log"
+    log.write_text("step:1 - training/global_step:1\nstep:2 - trai")
+    follower = LogFollower(log)
+    assert follower.lines() == ["step:1 - training/global_step:1"]
+    with open(log, "a") as stream:
+        stream.write("ning/global_step:2\n")
+    assert follower.lines() == ["step:2 - training/global_step:2"]
+    assert follower.last_line == "step:2 - training/global_step:2"
+
+
+def phase(run, body):
+    watcher = (f"{sys.executable} -I -B {VERIFY} watch-training --run-dir {run} "
+               "--first-step-seconds 30 --stall-factor 2 --stall-floor 1 --poll 0.2 &")
+    return subprocess.Popen(["bash", "-c", f"{watcher}\necho watcher $!\n{body}"], stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def test_a_hung_training_is_stopped_with_its_last_step(tmp_path):
+    log = tmp_path / "training.log"
+    log.touch()
+    training = phase(tmp_path, f"echo 'step:1 - training/global_step:1' >> {log}; sleep 0.5\n"
+                               f"echo 'step:2 - training/global_step:2 - hung here' >> {log}\nsleep 300")
+    try:
+        assert training.wait(timeout=60) == -15  # TERM to the whole phase group
+    finally:
+        if training.poll() is None:
+            os.killpg(training.pid, 9)
+    record = json.loads((tmp_path / "stall.json").read_text())
+    assert record["last_step"] == 2
+    assert record["last_line"] == "step:2 - training/global_step:2 - hung here"
+    assert record["limit_seconds"] >= 1 and record["evidence"]["pids"]
+
+
+def test_a_training_that_ends_leaves_no_record_and_no_watcher(tmp_path):
+    log = tmp_path / "training.log"
+    training = phase(tmp_path, f"echo 'step:1 - training/global_step:1' >> {log}; exit 0")
+    pid = int(training.stdout.readline().split()[1])
+    assert training.wait(timeout=30) == 0
+    for _ in range(100):  # the watcher sees its parent gone within a poll
+        if not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(") ")[1][:1]:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the watcher outlived its training")
+    assert not (tmp_path / "stall.json").exists()
+
+
+def test_nonsense_limits_are_a_usage_error(tmp_path, capsys):
+    assert main(["watch-training", "--run-dir", str(tmp_path), "--stall-factor", "0"]) == 2
+    assert "--stall-factor must be positive" in capsys.readouterr().err
+
+
+def test_postflight_reports_the_stall(tmp_path, capsys):
+    run = tmp_path / FIXTURE.name
+    shutil.copytree(FIXTURE, run)
+    for name in ("SUCCESS", "verification.json", "actor-placement.json"):
+        (run / name).unlink()
+    (run / "stall.json").write_text(json.dumps({"last_step": 1, "seconds_without_step": 912.0,
+                                                "limit_seconds": 900.0, "last_line": "step:1 - x"}))
+    assert main(["postflight", "--output-dir", str(run)]) == 1
+    assert failed_ids(run) == {"POST-E129"}
+    assert "training stalled after step 1: no step line for 912.0 s (limit 900.0 s)" in capsys.readouterr().out

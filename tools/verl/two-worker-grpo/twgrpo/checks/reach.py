@@ -1,0 +1,162 @@
+"""All-pairs TCP reachability between the nodes, on the address NCCL will use, before training.
+
+A second round after the node probes: one task per node, all in flight. Each listens on its
+NCCL address (the first IPv4 of NCCL_SOCKET_IFNAME's interface, else Ray's node IP), writes
+address and port into the run folder (shared storage, already proved by the probes), waits for
+the others' files and connects to each, while it accepts theirs. Everything is bounded by
+REACH_SECONDS; a peer that cannot be reached is named with its address.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+from ..run.findings import Finding, Skip, finding
+from ..run.records import write_json
+from .probe_system import interfaces
+
+REACH_SECONDS = 10.0
+CONNECT_SECONDS = 3.0
+
+
+def nccl_address(node_ip: str, ifname: str = "") -> Dict[str, str]:
+    """The address NCCL's socket transport would bind: NCCL_SOCKET_IFNAME's first match."""
+    if not ifname or ifname.startswith("^"):
+        return {"address": node_ip, "interface": ""}
+    exact = ifname.startswith("=")
+    wanted = [w for w in ifname.lstrip("=").split(",") if w]
+    for item in interfaces():
+        if item["up"] and item["ipv4"] and any(
+                item["name"] == w if exact else item["name"].startswith(w) for w in wanted):
+            return {"address": item["ipv4"], "interface": item["name"]}
+    return {"address": node_ip, "interface": ""}
+
+
+def reach_node(spec: Dict[str, Any]) -> Dict[str, Any]:
+    """Runs on one node: listen, publish, connect to every peer, collect who connected."""
+    import os
+    import ray
+    ordinal, peers = spec["ordinal"], spec["ordinals"]
+    folder = Path(spec["folder"])
+    deadline = time.monotonic() + spec["seconds"]
+    where = nccl_address(ray.util.get_node_ip_address(), os.environ.get("NCCL_SOCKET_IFNAME", ""))
+    report: Dict[str, Any] = {"ordinal": ordinal, **where, "outgoing": {}, "incoming": []}
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        server.bind((where["address"], 0))
+        server.listen(len(peers) + 4)
+    except OSError as exc:
+        server.close()
+        report["error"] = f"cannot listen on {where['address']}: {exc.strerror or exc}"
+        return report
+    server.settimeout(0.2)
+    report["port"] = server.getsockname()[1]
+    incoming: List[int] = []
+
+    def accept() -> None:
+        while time.monotonic() < deadline and len(incoming) < len(peers) - 1:
+            try:
+                conn, _ = server.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(CONNECT_SECONDS)
+                try:
+                    text = conn.recv(32).decode("ascii", "replace").strip()
+                except OSError:
+                    continue
+            if text.isdigit():
+                incoming.append(int(text))
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    write_json(folder / f"node-{ordinal}.json", {"ordinal": ordinal, "token": spec["token"],
+                                                  "address": where["address"], "port": report["port"]})
+    todo = [p for p in peers if p != ordinal]
+    while todo and time.monotonic() < deadline:
+        for peer in list(todo):
+            try:
+                seen = json.loads((folder / f"node-{peer}.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if seen.get("token") != spec["token"]:
+                continue
+            todo.remove(peer)
+            target = (str(seen.get("address")), int(seen.get("port", 0)))
+            try:
+                with socket.create_connection(target, timeout=min(CONNECT_SECONDS, max(
+                        deadline - time.monotonic(), 0.1))) as conn:
+                    conn.sendall(f"{ordinal}\n".encode("ascii"))
+                report["outgoing"][str(peer)] = {"target": f"{target[0]}:{target[1]}", "ok": True}
+            except OSError as exc:
+                report["outgoing"][str(peer)] = {"target": f"{target[0]}:{target[1]}", "ok": False,
+                                                 "error": f"{type(exc).__name__}: {exc}"}
+        time.sleep(0.1)
+    for peer in todo:
+        report["outgoing"][str(peer)] = {"target": None, "ok": False,
+                                         "error": "the peer never published its address"}
+    acceptor.join(max(deadline - time.monotonic(), 0))
+    server.close()
+    report["incoming"] = sorted(incoming)
+    return report
+
+
+def check_reachability(ctx) -> List[Finding]:
+    """One reach task per node that answered its probe; every failed pair is a finding."""
+    # The nodes meet through the run folder: only those that read the driver's sentinel there.
+    answered = [(o, r) for o, r in ctx.answered() if r.get("sentinel_ok")]
+    if len(answered) < 2:
+        raise Skip("fewer than two nodes share the run folder (shared-storage says why)")
+    ray = ctx.ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    import twgrpo
+    ray.cloudpickle.register_pickle_by_value(twgrpo)
+    remote = ray.remote(num_cpus=0, max_retries=0)(reach_node)
+    folder = ctx.run_dir / "preflight-reach"
+    folder.mkdir(exist_ok=True)
+    ordinals = [ordinal for ordinal, _ in answered]
+    pending = {}
+    for ordinal, report in answered:
+        strategy = NodeAffinitySchedulingStrategy(node_id=report["node_id"], soft=False)
+        spec = {"ordinal": ordinal, "ordinals": ordinals, "folder": str(folder),
+                "token": ctx.token.strip(), "seconds": REACH_SECONDS}
+        pending[remote.options(scheduling_strategy=strategy).remote(spec)] = ordinal
+    started = time.monotonic()
+    ready, late = ray.wait(list(pending), num_returns=len(pending), timeout=REACH_SECONDS + 20)
+    ctx.reach_seconds = time.monotonic() - started
+    found, results = [], {}
+    for ref in late:
+        ray.cancel(ref, force=True)
+        found.append(finding("PRE-E047", ctx.node_name(pending[ref]), "the reachability task did "
+                             f"not answer within {REACH_SECONDS + 20:g} s"))
+    for ref in ready:
+        try:
+            results[pending[ref]] = ray.get(ref)
+        except Exception as exc:  # any Ray error is evidence
+            found.append(finding("PRE-E047", ctx.node_name(pending[ref]), "the reachability task "
+                                 f"failed: {type(exc).__name__}: {str(exc).strip()[:300]}"))
+    if not results:
+        raise Skip("no reachability task answered")
+    return found + judge(ctx, results)
+
+
+def judge(ctx, results: Dict[int, Dict[str, Any]]) -> List[Finding]:
+    """Findings from the nodes' reach reports: a node that could not listen, each failed pair."""
+    found = []
+    for ordinal, result in sorted(results.items()):
+        if "error" in result:
+            found.append(finding("PRE-E047", ctx.node_name(ordinal), result["error"]))
+            continue
+        for peer, outcome in sorted(result["outgoing"].items(), key=lambda kv: int(kv[0])):
+            if not outcome["ok"]:
+                target = results.get(int(peer), {})
+                found.append(finding("PRE-E046", ctx.node_name(int(peer)), f"{ctx.node_name(ordinal)} "
+                                     f"cannot open a TCP connection to it at {outcome['target']} "
+                                     f"(interface {target.get('interface') or 'of the node IP'}): "
+                                     f"{outcome['error']}", source=ordinal, **outcome))
+    return found

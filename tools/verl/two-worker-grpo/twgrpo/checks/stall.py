@@ -1,0 +1,162 @@
+"""A training watchdog: follow training.log while verl trains; when no new step line
+(training/global_step:N) comes within the limit — a first-step budget for model load and the
+first rollout, then a multiple of the slowest step so far — write stall.json with the evidence
+this host can gather (nvidia-smi, py-spy stacks of the phase's processes where py-spy is on
+PATH) and TERM the phase's process group, so a hung run ends in minutes with "stalled after
+step N" instead of running until the platform kills it. Postflight reads stall.json.
+
+Runs as `verify-two-worker-grpo-v1.py watch-training &` inside the training phase's process
+group, and ends by itself once the rest of that group has ended.
+Memory is bounded: the log is read in chunks and only the last line is kept.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from ..formats.trainlines import METRIC_STEP
+from ..run.findings import Finding, UsageError, finding
+from ..run.records import read_json, write_json
+
+CHUNK = 1 << 20
+LAST_LINE = 400
+EVIDENCE_BYTES = 64 * 1024
+
+
+@dataclasses.dataclass
+class StallClock:
+    """When the training counts as stalled; times are time.monotonic() seconds."""
+    first_step: float  # seconds allowed until the first step line
+    factor: float  # afterwards: this many times the slowest step so far ...
+    floor: float  # ... but never less than this
+    last_at: float
+    last_step: int = 0
+    slowest: float = 0.0
+
+    def step(self, number: int, now: float) -> None:
+        if number <= self.last_step:
+            return
+        if self.last_step:  # the first step's time holds model load: it does not set the pace
+            self.slowest = max(self.slowest, (now - self.last_at) / (number - self.last_step))
+        self.last_step, self.last_at = number, now
+
+    def limit(self) -> float:
+        return self.first_step if not self.last_step else max(self.floor, self.factor * self.slowest)
+
+    def stalled(self, now: float) -> bool:
+        return now - self.last_at > self.limit()
+
+
+class LogFollower:
+    """New complete lines of a growing file; a line longer than CHUNK is cut, not held."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.partial, self.last_line = path, 0, b"", ""
+
+    def lines(self) -> List[str]:
+        try:
+            with open(self.path, "rb") as stream:
+                stream.seek(self.offset)
+                data = stream.read(CHUNK)
+        except OSError:
+            return []
+        self.offset += len(data)
+        data = self.partial + data
+        *complete, self.partial = data.split(b"\n")
+        self.partial = self.partial[-CHUNK:]
+        out = [line.decode("utf-8", "replace") for line in complete]
+        if out:
+            self.last_line = out[-1][-LAST_LINE:]
+        return out
+
+
+def _run(command: List[str]) -> str:
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=30)
+        return (out.stdout + out.stderr)[-EVIDENCE_BYTES:]
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{command[0]}: {exc}"
+
+
+def group_pids(group: int, proc: Path = Path("/proc")) -> List[int]:
+    pids = []
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2:].split()
+            if len(fields) > 2 and fields[2] == str(group) and int(entry.name) != os.getpid():
+                pids.append(int(entry.name))
+    return sorted(pids)[:64]
+
+
+def evidence(group: int) -> Dict[str, Any]:
+    found: Dict[str, Any] = {"pids": group_pids(group)}
+    if shutil.which("nvidia-smi"):
+        found["nvidia-smi"] = _run(["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used",
+                                    "--format=csv"])
+    if shutil.which("py-spy"):
+        found["py-spy"] = {str(pid): _run(["py-spy", "dump", "--pid", str(pid)])
+                           for pid in found["pids"][:16]}
+    return found
+
+
+def watch(run_dir: Path, clock: StallClock, poll: float = 1.0, group: Optional[int] = None) -> int:
+    """Follow training.log until the rest of the process group has ended (0) or the training
+    stalls (3)."""
+    follower = LogFollower(run_dir / "training.log")
+    group = os.getpgrp() if group is None else group
+    while True:
+        now = time.monotonic()
+        for line in follower.lines():
+            for match in METRIC_STEP.finditer(line):
+                clock.step(int(match["step"]), now)
+        if not group_pids(group):
+            return 0
+        if clock.stalled(now):
+            break
+        time.sleep(poll)
+    record = {"last_step": clock.last_step, "seconds_without_step": round(now - clock.last_at, 1),
+              "limit_seconds": round(clock.limit(), 1), "slowest_step_seconds": round(clock.slowest, 1),
+              "last_line": follower.last_line, "evidence": evidence(group)}
+    write_json(run_dir / "stall.json", record)
+    print(f"watch-training: training stalled after step {clock.last_step}: no step line for "
+          f"{record['seconds_without_step']:g} s (limit {record['limit_seconds']:g} s); evidence in "
+          f"{run_dir / 'stall.json'}; stopping the phase", flush=True)
+    os.killpg(group, signal.SIGTERM)
+    return 3
+
+
+def main(args: argparse.Namespace, profile) -> int:
+    for name in ("first_step_seconds", "stall_factor", "stall_floor"):
+        if getattr(args, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    if not args.run_dir.is_dir():
+        raise UsageError(f"{args.run_dir} is not a run folder")
+    clock = StallClock(args.first_step_seconds, args.stall_factor, args.stall_floor, time.monotonic())
+    return watch(args.run_dir, clock, args.poll)
+
+
+def check_stall(ctx) -> List[Finding]:
+    """Postflight: the watchdog's record, when it stopped the training."""
+    path = ctx.run_dir / "stall.json"
+    if not path.exists():
+        return []  # the watchdog did not stop the run
+    try:
+        record = read_json(path)
+        return [finding("POST-E129", str(path), f"training stalled after step {record['last_step']}: "
+                        f"no step line for {record['seconds_without_step']} s (limit "
+                        f"{record['limit_seconds']} s); last line: {record['last_line']!r}",
+                        last_step=record["last_step"])]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [finding("POST-E129", str(path), f"the watchdog stopped the training; its record "
+                        f"is unreadable: {exc}")]
