@@ -124,7 +124,7 @@ def test_an_override_of_what_the_bundle_owns_is_refused_with_a_finding(tmp_path,
         words(p)
     assert cli.main(["check-profile", "--profile", str(path)]) == 1
     out = capsys.readouterr().out
-    assert f"({ident})" in out and "extra-overrides ........ FAIL (1)" in out
+    assert f"({ident})" in out and re.search(r"extra-overrides \.+ FAIL \(1\)", out)
 
 
 def test_a_key_overridden_twice_is_refused(tmp_path):
@@ -182,7 +182,7 @@ def test_check_profile_runs_every_rule_that_needs_no_cluster(tmp_path, capsys, v
 def test_more_epochs_make_room_for_more_steps(tmp_path, capsys):
     path = profile_file(tmp_path, TARGET_STEPS=2000, TOTAL_EPOCHS=2)
     assert cli.main(["check-profile", "--profile", str(path)]) == 0
-    assert "check-profile: PASSED (6 checks)" in capsys.readouterr().out
+    assert "check-profile: PASSED (5 checks)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", ["tutorial-2x2-a100", "smoke-1x1", "smoke-2x1"])
@@ -232,6 +232,6 @@ def test_validation_absent_altogether_is_a_finding(tmp_path):
 def test_a_profile_without_validation_passes_the_check_and_says_why(tmp_path, capsys):
     run, path = synth_validated(tmp_path, [])
     assert postflight_ids(run, path) == (0, set())
-    assert "validation ............. ok" in capsys.readouterr().out
+    assert re.search(r"validation \.+ ok", capsys.readouterr().out)
     record = json.loads((run / "verification.json").read_text())
     assert "runs no validation" in record["evidence"]["validation"]["why"]

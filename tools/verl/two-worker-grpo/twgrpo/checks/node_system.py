@@ -166,11 +166,15 @@ def check_same_versions(ctx) -> List[Finding]:
     answered = _system(ctx, at_least=2)
     (base_ordinal, base, base_system), found = answered[0], []
     base_name = ctx.node_name(base_ordinal)
+    # The driver is compared among GPU nodes only: a CPU-only node (a KubeRay head) has none.
+    gpu_ordinals = [o for o, _, _ in answered if getattr(ctx, "is_gpu_node", lambda _: True)(o)]
+    driver_base = next((r for o, r, _ in answered if o in gpu_ordinals), base)
+    driver_base_name = ctx.node_name(gpu_ordinals[0]) if gpu_ordinals else base_name
     for ordinal, report, system in answered[1:]:
         name = ctx.node_name(ordinal)
-        if _driver(report) != _driver(base):
-            found.append(mismatch("PRE-E055", name, f"NVIDIA driver (vs {base_name})",
-                                  _driver(base), _driver(report)))
+        if ordinal in gpu_ordinals[1:] and _driver(report) != _driver(driver_base):
+            found.append(mismatch("PRE-E055", name, f"NVIDIA driver (vs {driver_base_name})",
+                                  _driver(driver_base), _driver(report)))
         want, have = base_system.get("versions", {}), system.get("versions", {})
         for key in sorted(set(want) | set(have)):
             if want.get(key) != have.get(key):

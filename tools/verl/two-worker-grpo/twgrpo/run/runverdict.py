@@ -22,7 +22,8 @@ from . import glance
 # checks.postflight.CHECKS): a verification.json without all of them passed proves no SUCCESS.
 POSTFLIGHT_CHECKS = ("training-log", "fatal-markers", "completion-markers", "resolved-command",
                      "inputs-record", "launcher-records", "rank-placement", "tensorboard-scalars",
-                     "validation", "rollouts", "checkpoint", "resume")
+                     "validation", "rollouts", "checkpoint", "resume", "fatal-causes",
+                     "scalars-finite", "reward-sanity", "stall")
 PHASE_PREFIX = b"run-two-worker-grpo-v1: phase "
 PHASE_LINE = re.compile(r"^run-two-worker-grpo-v1: phase ([a-z]+) ended with status (\d+) after ")
 
