@@ -89,7 +89,8 @@ def test_a_nan_at_an_earlier_step_in_any_scalar_fails(run, capsys):
 
 
 def reward_ctx(run, hub="modelscope"):
-    return types.SimpleNamespace(profile=with_overrides(load_profile(None), MODEL_HUB=hub), run_dir=run)
+    return types.SimpleNamespace(profile=with_overrides(load_profile(None), MODEL_HUB=hub), run_dir=run,
+                                 evidence={})
 
 
 def test_all_zero_scores_warn_where_the_model_should_learn(run):
