@@ -18,7 +18,7 @@ setup() {
   assert_output --partial "inputs: PASSED (8 checks)"
   assert_output --partial "install: "
   assert_output --partial 'exec /usr/bin/env bash --noprofile --norc -p "$launcher"'
-  assert_output --partial "postflight: PASSED (15 checks)"
+  assert_output --partial "postflight: PASSED (16 checks)"
   assert_output --partial "(POST-E022)"
   assert_line "run $run_id: SUCCESS: every check of every phase passed"
   assert_line --regexp "^demo-damaged-checkpoint +.* FAILED$"

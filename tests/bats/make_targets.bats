@@ -205,7 +205,7 @@ setup() {
   rm "$runs/$run_id/SUCCESS"
   run make -s -C "$REPO" postflight PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID="$run_id"
   assert_success
-  assert_output --partial "postflight: PASSED (15 checks)"
+  assert_output --partial "postflight: PASSED (16 checks)"
   assert_file_exist "$runs/$run_id/SUCCESS"
   run make -s -C "$REPO" report PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID="$run_id"
   assert_success

@@ -173,7 +173,7 @@ PY
   assert_output "0"
   run make -s -C "$REPO_COPY" check-profile PROFILE=mine
   assert_failure
-  assert_output --partial "(INP-E070) MODEL_SUMS_SHA256, DATA_SUMS_SHA256 not pinned yet"
+  assert_output --partial "(INP-E070) VERL_SUMS_SHA256, MODEL_SUMS_SHA256, DATA_SUMS_SHA256 not pinned yet"
   prepare PROFILE=mine
   assert_success
   run make -s -C "$REPO_COPY" verify-inputs PREP_ROOT="$VOL" PROFILE=mine

@@ -85,7 +85,9 @@ def _launcher_times(run_dir: Path) -> List[datetime]:
 
 
 PARENT_TAIL = 64 << 10
-_PARENT = re.compile(rb'\n    "from_run_id": "([A-Za-z0-9][A-Za-z0-9._-]{0,127})",\n    "step": (\d{1,9})\n  \}')
+# from_run_id, then (sorted keys) the snapshot the resume phase made, when there is one, then step
+_PARENT = re.compile(rb'\n    "from_run_id": "([A-Za-z0-9][A-Za-z0-9._-]{0,127})",\n'
+                     rb'(?:    "snapshot": "[^"\n]{0,4096}",\n)?    "step": (\d{1,9})\n  \}')
 
 
 def parent_glance(run_dir: Path) -> Optional[Tuple[str, int]]:
