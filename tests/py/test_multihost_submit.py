@@ -1,7 +1,8 @@
 """make submit across separate hosts (dev/netcluster.py): a prep host without Ray submits over the
 network to the job server of a 2-host x 2-GPU cluster and follows the run to SUCCESS; make stop
 from there leaves FAILED with signal=TERM. No host has the rollout adapter on its PYTHONPATH:
-the submitted RuntimeEnv brings it to both. Run it only under `flock /work/test.lock`."""
+the submitted RuntimeEnv brings it to both. Like the other multi-host suites, it builds the test
+cluster on a fixed subnet: run one such suite at a time."""
 import importlib.util
 import json
 import re
