@@ -10,13 +10,12 @@ import os
 import platform
 import re
 import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import inputs, network
-from .probe_system import system_report
+from .probe_system import nvidia_smi, system_report
 from ..run.findings import run_checks
 from ..run.mounts import mount_for
 from ..run.profile import parse_profile_text
@@ -66,18 +65,11 @@ def visible(gpus: List[Dict[str, Any]], cuda_visible: Optional[str]) -> List[Dic
 
 
 def query_gpus() -> Dict[str, Any]:
+    out, error = nvidia_smi(f"--query-gpu={SMI_QUERY}", 60)
+    if error:
+        return {"error": error}
     try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={SMI_QUERY}",
-                              "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        return {"error": "nvidia-smi is not on PATH"}
-    except subprocess.TimeoutExpired:
-        return {"error": "nvidia-smi did not answer within 60 s"}
-    if out.returncode:
-        return {"error": f"nvidia-smi exited {out.returncode}: {out.stderr.strip()[:300]}"}
-    try:
-        host = parse_nvidia_smi(out.stdout)
+        host = parse_nvidia_smi(out)
     except ValueError as exc:
         return {"error": f"cannot parse nvidia-smi output: {exc}"}
     cuda_visible = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 SIOCGIFADDR = 0x8915  # linux/sockios.h: an interface's primary IPv4 address
 SIOCGIFFLAGS = 0x8913  # linux/sockios.h: an interface's flags
@@ -122,20 +122,27 @@ def memory(proc: Path = Path("/proc"), cgroup: Path = Path("/sys/fs/cgroup")) ->
     return info
 
 
+def nvidia_smi(query: str, timeout: int) -> Tuple[str, Optional[str]]:
+    """(CSV output, None), or ("", why not): nvidia-smi with one --query-... flag, bounded."""
+    try:
+        out = subprocess.run(["nvidia-smi", query, "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        return "", "nvidia-smi is not on PATH"
+    except subprocess.TimeoutExpired:
+        return "", f"nvidia-smi did not answer within {timeout} s"
+    if out.returncode:
+        return "", f"nvidia-smi exited {out.returncode}: {out.stderr.strip()[:300]}"
+    return out.stdout, None
+
+
 def compute_apps() -> Dict[str, Any]:
     """Processes holding GPU memory on this host (nvidia-smi --query-compute-apps)."""
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-compute-apps={SMI_APPS}",
-                              "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=30)
-    except FileNotFoundError:
-        return {"error": "nvidia-smi is not on PATH"}
-    except subprocess.TimeoutExpired:
-        return {"error": "nvidia-smi did not answer within 30 s"}
-    if out.returncode:
-        return {"error": f"nvidia-smi exited {out.returncode}: {out.stderr.strip()[:300]}"}
+    out, error = nvidia_smi(f"--query-compute-apps={SMI_APPS}", 30)
+    if error:
+        return {"error": error}
     apps = []
-    for line in out.stdout.strip().splitlines()[:256]:
+    for line in out.strip().splitlines()[:256]:
         parts = [part.strip() for part in line.split(",")]
         if len(parts) != 4 or not parts[1].isdigit():
             continue  # "[N/A]" rows and the like carry nothing to judge
