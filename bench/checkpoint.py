@@ -26,6 +26,7 @@ BUNDLE = HERE.parent / "tools" / "verl" / "two-worker-grpo"
 sys.path[:0] = [str(HERE.parent / "tests" / "lib"), str(BUNDLE)]
 import synthrun  # noqa: E402
 import torchlike  # noqa: E402
+from pagecache import drop_cache  # noqa: E402
 
 CORES = len(os.sched_getaffinity(0))
 CHECK = """
@@ -66,16 +67,6 @@ def make_set(folder: Path, ranks: int, total: int) -> list:
                 torchlike.write_shard(path, torchlike.numels_for(int(per_rank * share), tensors))
             paths.append(path)
     return paths
-
-
-def drop_cache(paths: list) -> None:
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def timed(argv: list, paths: list, cold: bool) -> float:

@@ -23,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 BUNDLE = REPO / "tools" / "verl" / "two-worker-grpo"
 sys.path[:0] = [str(BUNDLE), str(REPO / "tests" / "lib")]
+from pagecache import drop_cache  # noqa: E402
 from twgrpo.checks import shards  # noqa: E402
 
 CORES = len(os.sched_getaffinity(0))
@@ -51,16 +52,6 @@ def write_without_torch(folder: Path, total: int) -> list:
     torchlike.write_shard(paths[0], torchlike.numels_for(total // 3))
     torchlike.write_shard(paths[1], torchlike.numels_for(total * 2 // 3, 2 * TENSORS))
     return paths
-
-
-def drop(paths: list) -> None:
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def seconds(action) -> float:
@@ -107,7 +98,7 @@ def main() -> int:
         for state in ("cold", "warm"):
             for name, action in (("cat", cat), ("parallel read", parallel_read), ("check", check)):
                 if state == "cold":
-                    drop(paths)
+                    drop_cache(paths)
                 else:
                     cat(paths)
                 rows[(state, name)] = seconds(lambda: action(paths))
