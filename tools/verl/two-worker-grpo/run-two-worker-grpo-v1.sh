@@ -20,10 +20,11 @@
 #
 # Environment: STORAGE_ROOT (required), RUN_ID (required, new, at most 128 characters),
 #   PROFILE (a profile in profiles/, default the tutorial's 2x2 A100), PROBE_TIMEOUT (seconds
-#   above 0, at most 86400, default 120), TMPDIR (if set, a writable folder), KILL_GRACE (seconds a stopped phase gets before KILL, default 10),
-#   SAVE_FREQ (checkpoint every N steps, default the profile's), RESUME_FROM (the RUN_ID of a
-#   preempted run to continue from its latest complete checkpoint, or auto: the newest
-#   resumable run of this RUN_ID's lineage), HEARTBEAT_INTERVAL and HEARTBEAT_LEASE (seconds,
+#   above 0, at most 86400, default 120), TMPDIR (if set, a writable folder), KILL_GRACE
+#   (seconds a stopped phase gets before KILL, default 10), SAVE_FREQ (checkpoint every N
+#   steps, default the profile's), RESUME_FROM (the RUN_ID of a preempted run to continue from
+#   its latest complete checkpoint, or auto: the newest resumable run of this RUN_ID's
+#   lineage), HEARTBEAT_INTERVAL and HEARTBEAT_LEASE (seconds,
 #   default 30 and 120: heartbeat.json is refreshed while the launcher lives; a run without a
 #   beat for the lease and without a verdict is lost, and resumable), TRACE=1 (trace commands).
 # A re-run of the same job (a platform's retry) whose run folder holds a stopped run of the
