@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ..formats import bounded
+from .processes import start_ticks
 from .records import write_json
 
 NAME = "heartbeat.json"
@@ -75,17 +76,6 @@ def describe(run_dir: Path, now: Optional[float] = None) -> str:
             f"{data.get('state', '?')}, launcher pid {data.get('pid', '?')} on {data.get('host', '?')})")
 
 
-def _start_time(pid: int) -> Optional[str]:
-    """Field 22 of /proc/PID/stat (with the pid, names a process even if the pid is reused);
-    None once it is gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stream:
-            fields = stream.read().rsplit(") ", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return None if fields[0] == "Z" else fields[19]
-
-
 def _write(path: Path, run_id: str, pid: int, interval: int, lease: int, state: str,
            beats: int, why: str = "") -> None:
     now = time.time()
@@ -99,7 +89,7 @@ def beat(run_dir: Path, run_id: str, launcher_pid: int, interval: int, lease: in
     """Keep heartbeat.json fresh while the launcher lives; ``ended`` when it ends (TERM from
     the launcher) or is gone. Checks the launcher every second, writes every interval."""
     path = Path(run_dir) / NAME
-    started = _start_time(launcher_pid)
+    started = start_ticks(launcher_pid)
     stop = {"why": ""}
 
     def on_term(signum, frame):  # the launcher's normal end
@@ -109,7 +99,7 @@ def beat(run_dir: Path, run_id: str, launcher_pid: int, interval: int, lease: in
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the launcher's to handle
     beats, last = 0, 0.0
     while not stop["why"]:
-        if started is None or _start_time(launcher_pid) != started:
+        if started is None or start_ticks(launcher_pid) != started:
             stop["why"] = f"the launcher (pid {launcher_pid}) is gone"
             break
         if time.time() - last >= interval:
