@@ -64,7 +64,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=d86d10122df319ce0fda766131f8265402998993d5519e4a89dfe40f375b18cb
+readonly BUNDLE_SUMS_SHA256=6fbaded58ee132003ae803bb7dccbb16c6304dc6f6208cdfcecdcc39ea41c48d
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -5,8 +5,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import shards
-from ..formats import bounded, lines
 from ..run.findings import Finding, finding, mismatch
+from ..run.records import read_json
 
 SHARD_KINDS = ("model", "optim", "extra_state")
 
@@ -15,10 +15,6 @@ def shard_problem(path: Path) -> Optional[Tuple[str, str]]:
     """None if the file is a whole torch.save archive, else (kind, what is wrong): kind is
     'missing', 'damaged' (cut off, CRC) or 'layout' (not what torch.save writes)."""
     return shards.problem(path)[0]
-
-
-def _small_json(path: Path) -> Any:
-    return bounded.loads(lines.read_small(path))
 
 
 def step_findings(run_dir: Path, step: int, world: int,
@@ -43,7 +39,7 @@ def step_findings(run_dir: Path, step: int, world: int,
             files[str(path.relative_to(run_dir))] = path.stat().st_size
     config_path = actor / "fsdp_config.json"
     try:
-        config = _small_json(config_path)
+        config = read_json(config_path)
     except (OSError, ValueError, RecursionError) as exc:
         config = f"unreadable ({exc})"
     want = {"FSDP_version": 2, "world_size": world}
@@ -54,7 +50,7 @@ def step_findings(run_dir: Path, step: int, world: int,
         found.append(finding("POST-E024", str(step_dir / "data.pt"), f"dataloader state: {problem[1]}"))
     hf_config = actor / "huggingface" / "config.json"
     try:
-        _small_json(hf_config)
+        read_json(hf_config)
     except (OSError, ValueError, RecursionError) as exc:
         found.append(finding("POST-E024", str(hf_config), f"Hugging Face config unreadable ({exc})"))
     return found, {"path": str(step_dir), "fsdp_config": config, "shards": files}

@@ -7,20 +7,14 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
-from ..formats import bounded, lines
+from ..formats import lines
 from ..run import recipe
 from ..run.command import training_command
 from ..run.findings import Finding, finding, mismatch
 from ..run.profile import Profile
-
-
-def small_json(path: Path, limit: int = lines.MAX_SMALL, memory: int = bounded.MEMORY) -> Any:
-    """A JSON record of the run folder: a regular file of at most limit bytes that costs at most
-    `memory` bytes to hold, nested at most bounded.MAX_DEPTH deep, integers of at most 19 digits
-    (OSError, ValueError)."""
-    return bounded.loads(lines.read_small(path, limit), memory=memory)
+from ..run.records import read_json
 
 
 # The overrides that fix the run's topology, size, engine and where its artifacts go.
@@ -72,7 +66,7 @@ def override_matches(want: str, have: Optional[str]) -> bool:
 
 def recorded_storage_root(run_dir: Path) -> Optional[str]:
     try:
-        root = small_json(run_dir / "run.json").get("storage_root")
+        root = read_json(run_dir / "run.json").get("storage_root")
     except (OSError, ValueError, AttributeError, RecursionError):
         return None
     return root if isinstance(root, str) and root.startswith("/") else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import List
 
-from .command_record import small_json
+from ..run.records import read_json
 from ..run.findings import Finding, finding, mismatch
 from ..run.runverdict import failed_fields, phase_statuses
 
@@ -53,7 +53,7 @@ def check_launcher_records(ctx) -> List[Finding]:
 def check_inputs_evidence(ctx) -> List[Finding]:
     """inputs.json's evidence names the inputs the profile pins (called by inputs-record)."""
     try:
-        evidence = small_json(ctx.run_dir / "inputs.json").get("evidence")
+        evidence = read_json(ctx.run_dir / "inputs.json").get("evidence")
     except (OSError, ValueError, AttributeError, RecursionError):
         return []  # check_inputs_record reports the unreadable record
     if not isinstance(evidence, dict):

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from . import (audit, checkpoint, fanout, health, launcher_records, placement, resumed, shards,
                stall, stopped, validation)
-from .command_record import check_resolved_command, small_json
+from .command_record import check_resolved_command
 from .rollouts import check_rollouts
 from ..run import humane, typed
 from ..formats import lines, tfevents, trainlog
@@ -21,7 +21,7 @@ from ..run.findings import (Check, Finding, Skip, UsageError, finding, mismatch,
                             utc_now)
 from ..run.phase import run_phase
 from ..run.profile import Profile
-from ..run.records import write_json, write_new_text
+from ..run.records import read_json, write_json, write_new_text
 from ..run.runfolder import record_phase
 from ..run.runpaths import run_folder
 
@@ -122,7 +122,7 @@ def check_inputs_record(ctx: PostflightContext) -> List[Finding]:
     """SUCCESS needs every phase: the inputs check the launcher ran must have passed too."""
     path = ctx.run_dir / "inputs.json"
     try:
-        status = small_json(path).get("status")
+        status = read_json(path).get("status")
     except (OSError, ValueError, AttributeError) as exc:
         return [finding("POST-E041", str(path), f"cannot read the inputs record ({exc})")]
     if status != "passed":
