@@ -22,9 +22,7 @@ source "$HERE/smoke.sh"  # its helpers: check_machine, find_wheel, export_runtim
 
 readonly INTERVAL=2 LEASE=6  # seconds: a short lease, so the retry does not wait two minutes
 
-driver_command() {  # driver_command RUN_ID: what make driver-command prints
-  python3 "$REPO/prep/bundle.py" driver-command "$STORAGE" --profile "$PROFILE" --run-id "$1"
-}
+driver_command() { pasted_command "$STORAGE" "$PROFILE" "$1"; }  # driver_command RUN_ID
 
 # The job's environment, the same for the first run and its retry.
 job() {  # job RUN_ID: runs the pasted Driver command in the foreground

@@ -72,8 +72,7 @@ main() {
   trap stop_ray_head EXIT
   start_ray_head "$SMOKE_ROOT/ray-head.log" --num-gpus=1 ||
     die 2 "cannot start a Ray head (see $SMOKE_ROOT/ray-head.log) — is another Ray running here?"
-  bash -c "$(python3 "$REPO/prep/bundle.py" driver-command "$storage" --profile "$RECIPE" \
-    --run-id "$run_id" --launcher "$bundle/run-two-worker-grpo-v1.sh")" || status=$?
+  bash -c "$(pasted_command "$storage" "$RECIPE" "$run_id" --launcher "$bundle/run-two-worker-grpo-v1.sh")" || status=$?
   stop_ray_head
   local run=$storage/runs/verl/two-worker-grpo/$run_id
   printf '\n%s: run %s: %s\n' "$PROG" "$run_id" "$( [[ -s $run/SUCCESS ]] && echo SUCCESS || echo "FAILED (exit $status)")"

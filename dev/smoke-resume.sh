@@ -17,10 +17,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 # shellcheck source=dev/smoke.sh
 source "$HERE/smoke.sh"  # its helpers: check_machine, find_wheel, export_runtime_env, ...
 
-driver_command() {  # driver_command RUN_ID: what make driver-command prints
-  python3 "$REPO/prep/bundle.py" driver-command "$STORAGE" --profile "$PROFILE" --run-id "$1" \
-    --bundle-dir tools/verl/two-worker-grpo
-}
+driver_command() { pasted_command "$STORAGE" "$PROFILE" "$1"; }  # driver_command RUN_ID
 
 launch() {  # launch RUN_ID [VAR=value...]: the pasted Driver command, with job variables
   local run_id=$1 command

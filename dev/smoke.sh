@@ -35,6 +35,14 @@ die() {
 now() { date +%s.%N; }
 elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$2"; }
 
+# What make driver-command prints for the smoke root's flat install (not a version folder).
+pasted_command() {  # pasted_command STORAGE PROFILE RUN_ID [driver-command options...]
+  local storage=$1 profile=$2 run_id=$3
+  shift 3
+  python3 "$REPO/prep/bundle.py" driver-command "$storage" --profile "$profile" --run-id "$run_id" \
+    --bundle-dir tools/verl/two-worker-grpo "$@"
+}
+
 check_machine() {
   command -v nvidia-smi >/dev/null ||
     die 2 "needs one NVIDIA GPU, and nvidia-smi is not on PATH — run make smoke on a GPU machine; make test covers the rest without one"
@@ -121,7 +129,7 @@ main() {
   start_ray_head "$SMOKE_ROOT/ray-head.log" --num-gpus=1 ||
     die 2 "cannot start a Ray head (see $SMOKE_ROOT/ray-head.log) — is another Ray running here?"
   t2=$(now)
-  bash -c "$(python3 "$REPO/prep/bundle.py" driver-command "$storage" --profile "$PROFILE" --run-id "$run_id" --bundle-dir tools/verl/two-worker-grpo)" || status=$?
+  bash -c "$(pasted_command "$storage" "$PROFILE" "$run_id")" || status=$?
   t3=$(now)
   stop_ray_head
   t4=$(now)
