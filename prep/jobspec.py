@@ -26,7 +26,8 @@ from prep import bundle  # noqa: E402  (the Driver command, the bundle's paths)
 # every node through PYTHONPATH on the shared volume instead.
 CLIENT_SIDE = ("working_dir", "excludes", "py_modules")
 # The launcher's variables a job sets (make submit's knobs; JOB_ENV adds any other NAME=value).
-JOB_VARIABLES = ("RUN_ID", "SAVE_FREQ", "RESUME_FROM", "KILL_GRACE", "PROBE_TIMEOUT")
+JOB_VARIABLES = ("RUN_ID", "SAVE_FREQ", "RESUME_FROM", "KILL_GRACE", "PROBE_TIMEOUT",
+                 "COLLECTIVE_PROBE", "COLLECTIVE_TIMEOUT", "STALL_FIRST_STEP", "STALL_STEP_FLOOR")
 # Set by the Driver command itself: a job variable of the same name would be overridden there.
 COMMAND_VARIABLES = ("STORAGE_ROOT", "PROFILE")
 # Ray's `job stop` sends TERM, then KILL after RAY_JOB_STOP_WAIT_TIME_S (Ray's default 3 s):

@@ -120,6 +120,37 @@ launch_and_signal() {  # launch_and_signal FILE SIGNAL
   assert_output --partial "standin: training failed on purpose"
 }
 
+@test "the collective probe runs over Gloo in preflight and preflight.json records its ranks" {
+  STANDIN_MODE=fail COLLECTIVE_PROBE=gloo COLLECTIVE_TIMEOUT=40 launch  # only preflight matters here
+  assert_failure 3
+  assert_output --partial "preflight: collective ............. ok"
+  assert_equal "$(failed_field phase)" training
+  run python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["collective"]; print(c["backend"], c["world"], [r["stage"] for r in c["ranks"]])' \
+    "$(run_dir "$RUN_ID")/preflight.json"
+  assert_output "gloo 1 ['done']"
+}
+
+@test "a nonsense COLLECTIVE_PROBE or watchdog setting is refused before anything is written" {
+  COLLECTIVE_PROBE=yes STALL_FIRST_STEP=soon launch
+  assert_failure 2
+  assert_output --partial "(LAUNCH-E053) COLLECTIVE_PROBE 'yes' must be nccl"
+  assert_output --partial "(LAUNCH-E052) STALL_FIRST_STEP 'soon' must be a number of seconds"
+  assert_file_not_exist "$(run_dir "$RUN_ID")"
+}
+
+@test "a training with no step line in time is stopped by the watchdog: FAILED names the stall" {
+  STANDIN_MODE=sleep STALL_FIRST_STEP=3 launch
+  assert_failure
+  assert_output --partial "watch-training: training stalled after step 0: no step line for"
+  assert_equal "$(failed_field phase)" training
+  run failed_field cause
+  assert_output --partial "(POST-E129) the training watchdog stopped a stalled training"
+  assert_file_exist "$(run_dir "$RUN_ID")/stall.json"
+  assert_file_exist "$(run_dir "$RUN_ID")/stall-evidence.json"
+  run pgrep -f "experiment_name=$RUN_ID "
+  assert_failure
+}
+
 @test "the training command sees the offline and NCCL environment and the pinned verl first" {
   STANDIN_MODE="env" launch
   local run dump
@@ -140,7 +171,9 @@ for item in ("trainer.nnodes=1", "trainer.n_gpus_per_node=2", "+ray_kwargs.ray_i
              f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR='{run}/tensorboard'",
              "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_DEBUG='INFO'",
              "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_IB_DISABLE='1'",
-             f"trainer.default_local_dir={run}/checkpoints", "actor_rollout_ref.rollout.name=hf"):
+             f"trainer.default_local_dir={run}/checkpoints", "actor_rollout_ref.rollout.name=hf",
+             "+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_NCCL_DUMP_ON_TIMEOUT='1'",
+             f"+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_NCCL_DEBUG_INFO_PIPE_FILE='{run}/nccl-flight/rank_'"):
     assert item in argv, item
 PY
   # resolved-command.txt is the exact argv, shell-quoted

@@ -1,8 +1,12 @@
 """The one path bootstrap for pytest: the bundle's twgrpo, the repo root (prep/, dev/), and the
 test libraries (tests/lib/) become importable; no test touches sys.path."""
+import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,3 +31,44 @@ def storage(golden, tmp_path):
     root = tmp_path / "storage"
     shutil.copytree(golden, root, symlinks=True)
     return root
+
+
+# A local Ray head for a module (one node, no GPUs); tests give its address to ray.init.
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory):
+    ray = shutil.which("ray", path=os.path.dirname(sys.executable))
+    if ray is None:
+        pytest.skip("ray is not installed in the test venv")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    temp = tmp_path_factory.mktemp("rayhead")
+    short = f"/tmp/twgrpo-head-{os.getpid()}-{len(str(temp))}"  # Ray's socket paths must fit 107 bytes
+    head = subprocess.Popen([ray, "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+                             f"--port={port}", "--include-dashboard=false", "--disable-usage-stats",
+                             f"--temp-dir={short}", "--num-cpus=2", "--num-gpus=0"],
+                            stdout=open(temp / "head.log", "w"), stderr=subprocess.STDOUT,
+                            start_new_session=True,  # the venv's tools (py-spy) on the node's PATH
+                            env={**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}"})
+    address = f"127.0.0.1:{port}"
+    try:
+        for _ in range(90):
+            ok = subprocess.run([sys.executable, "-c", "import ray, sys; ray.init(address=sys.argv[1], "
+                                 "log_to_driver=False); ray.shutdown()", address],
+                                capture_output=True).returncode == 0
+            if ok:
+                break
+            if head.poll() is not None:
+                pytest.skip(f"ray start exited: {(temp / 'head.log').read_text()[-500:]}")
+            time.sleep(1)
+        else:
+            pytest.skip("the Ray head did not come up in 90 s")
+        yield address
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        shutil.rmtree(short, ignore_errors=True)

@@ -73,6 +73,13 @@ ADDITIONS = [
     "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_DEBUG='INFO'",
     "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_IB_DISABLE='1'",
     "+ray_kwargs.ray_init.runtime_env.env_vars.GLOO_LOG_LEVEL='INFO'",
+    # NCCL's flight recorder on every rank (docs/phases.md: the training watchdog)
+    "+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_NCCL_TRACE_BUFFER_SIZE='2000'",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_FR_BUFFER_SIZE='2000'",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_NCCL_DUMP_ON_TIMEOUT='1'",
+    f"+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_NCCL_DEBUG_INFO_TEMP_FILE='{RUN}/nccl-flight/rank_'",
+    f"+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_FR_DUMP_TEMP_FILE='{RUN}/nccl-flight/rank_'",
+    f"+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_NCCL_DEBUG_INFO_PIPE_FILE='{RUN}/nccl-flight/rank_'",
 ]
 
 

@@ -1,15 +1,9 @@
 """In-job postflight spreads the shard checks over a real Ray cluster (a local head here; the
 multi-host test cluster runs the launcher with it): a damaged shard is reported with the node
 that read it, the verdicts equal the local check's, and without a cluster the check runs here."""
-import os
-import shutil
-import signal
 import socket
-import subprocess
 import sys
-import time
 
-import pytest
 import torchlike
 from twgrpo.checks import fanout, shards
 
@@ -19,45 +13,6 @@ def test_slices_balance_bytes_largest_first(tmp_path):
     parts = fanout.slices(sizes, 2)
     assert [sum(sizes[p] for p in part) for part in parts] == [150, 145]
     assert fanout.slices(sizes, 10) and len(fanout.slices(sizes, 10)) == 6
-
-
-@pytest.fixture(scope="module")
-def ray_head(tmp_path_factory):
-    ray = shutil.which("ray", path=os.path.dirname(sys.executable))
-    if ray is None:
-        pytest.skip("ray is not installed in the test venv")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    temp = tmp_path_factory.mktemp("rayhead")
-    short = f"/tmp/twgrpo-fanout-{os.getpid()}"  # Ray's socket paths must fit 107 bytes
-    head = subprocess.Popen([ray, "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-                             f"--port={port}", "--include-dashboard=false", "--disable-usage-stats",
-                             f"--temp-dir={short}", "--num-cpus=2", "--num-gpus=0"],
-                            stdout=open(temp / "head.log", "w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    address = f"127.0.0.1:{port}"
-    try:
-        for _ in range(90):
-            ok = subprocess.run([sys.executable, "-c", "import ray, sys; ray.init(address=sys.argv[1], "
-                                 "log_to_driver=False); ray.shutdown()", address],
-                                capture_output=True).returncode == 0
-            if ok:
-                break
-            if head.poll() is not None:
-                pytest.skip(f"ray start exited: {(temp / 'head.log').read_text()[-500:]}")
-            time.sleep(1)
-        else:
-            pytest.skip("the Ray head did not come up in 90 s")
-        yield address
-    finally:
-        os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
-        shutil.rmtree(short, ignore_errors=True)
 
 
 def test_a_damaged_shard_is_reported_with_the_node_that_read_it(ray_head, tmp_path, monkeypatch):

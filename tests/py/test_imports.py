@@ -1,6 +1,6 @@
 """The verifier's layers import one way, its modules import each other without a circle
-(function-level imports included), and only the standard library (ray only in the cluster probe
-and the in-job shard fan-out).
+(function-level imports included), and only the standard library (ray only in the cluster probes,
+the in-job shard fan-out and the watchdog's evidence; torch only in a collective probe rank).
 
 The layers, lowest first: formats/ < run/ < checks/ < report/ < the top (cli.py, launch.py).
 A module imports its own layer and the layers below it, never one above.
@@ -172,4 +172,7 @@ def test_the_verifier_imports_only_the_standard_library_and_ray_in_the_probe():
                 top = imported.split(".")[0]
                 if top not in stdlib and top != "twgrpo":
                     outside.setdefault(top, set()).add(name)
-    assert outside == {"ray": {"checks.preflight", "checks.probe", "checks.fanout", "checks.reach"}}
+    # ray in what runs on the cluster; torch only in the collective probe's rank, on its node
+    assert outside == {"ray": {"checks.preflight", "checks.probe", "checks.fanout", "checks.reach",
+                               "checks.collective", "checks.collective_rank", "checks.stall_nodes"},
+                       "torch": {"checks.collective_rank"}}

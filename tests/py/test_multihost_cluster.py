@@ -52,14 +52,16 @@ def cluster(tmp_path_factory):
 
 
 class Preflight:
-    def __init__(self, cluster, run_id, profile="test-fixture", timeout=60):
+    def __init__(self, cluster, run_id, profile="test-fixture", timeout=60, collective="off"):
+        """collective: the stub GPUs cannot run NCCL; gloo runs the collective probe for real."""
         self.cluster, self.run_id = cluster, run_id
         storage = cluster.storage
         self.run_dir = storage / "runs/verl/two-worker-grpo" / run_id
         self.command = [sys.executable, str(storage / BUNDLE_REL / "verify-two-worker-grpo-v1.py"),
                         "preflight", "--profile", str(profile), "--run-id", run_id,
                         "--storage-root", str(storage), "--output-dir", str(self.run_dir),
-                        "--probe-timeout", str(timeout)]
+                        "--probe-timeout", str(timeout), "--collective", collective,
+                        "--collective-timeout", "30"]
 
     def run(self):
         out = self.cluster.driver(self.command, check=False, timeout=300)
@@ -322,7 +324,9 @@ def driver_command(cluster, run_id):
 
 def launch(cluster, run_id, **env):
     """The pasted Driver command on the head host; a stand-in verl writes real-format artifacts."""
-    env = {"STANDIN_MODE": "artifacts", "STANDIN_LIB": str(REPO / "tests/lib"), **env}
+    # Gloo: the stub GPUs cannot run NCCL, and the chain runs its collective probe for real.
+    env = {"STANDIN_MODE": "artifacts", "STANDIN_LIB": str(REPO / "tests/lib"),
+           "COLLECTIVE_PROBE": "gloo", **env}
     out = cluster.driver(["bash", "-c", driver_command(cluster, run_id)], env=env, check=False,
                          timeout=600)
     return out, cluster.storage / "runs/verl/two-worker-grpo" / run_id

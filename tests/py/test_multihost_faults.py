@@ -14,6 +14,7 @@ from dev import netcluster
 
 REASON = netcluster.missing_prerequisites()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"multi-host Ray cluster: {REASON}")
+NODE0 = "node 0 (head node-0 10.231.0.10)"
 NODE1 = "node 1 (worker node-1 10.231.0.11)"
 
 
@@ -210,3 +211,44 @@ def test_ephemeral_ports_over_rays_worker_ports(cluster, request):
     assert result.code == 0, result.output
     assert ("PRE-W015", NODE1) in result.warnings
     assert "the ephemeral port range 1024-65000 holds Ray's worker ports 10002-19999 and the GCS port 6379" in result.output
+
+
+# --- the collective probe (checks/collective.py), over Gloo: the stub GPUs cannot run NCCL ---
+
+def test_the_collective_probe_meets_over_gloo_on_both_hosts(cluster, request):
+    result = preflight(cluster, request, collective="gloo")
+    assert result.code == 0, result.output
+    record = result.record["collective"]
+    assert (record["backend"], record["world"]) == ("gloo", 2)
+    assert [(r["rank"], r["stage"], r["address"]) for r in record["ranks"]] == [
+        (0, "done", "10.231.0.10"), (1, "done", "10.231.0.11")]
+    assert record["seconds"] < 30
+
+
+def test_a_peer_whose_torch_is_broken_fails_its_rank_and_rank_0_waits(cluster, request, tmp_path):
+    rollout = cluster.storage / BUNDLE_REL / "rollout"
+    shadow = tmp_path / "shadow"
+    (shadow / "torch").mkdir(parents=True)
+    (shadow / "torch" / "__init__.py").write_text("raise ImportError('libcudart.so.12: cannot open')\n")
+    with node_variant(cluster, 1, env={"PYTHONPATH": f"{shadow}:{rollout}"}):
+        result = preflight(cluster, request, collective="gloo")
+    assert ("PRE-E070", f"{NODE1} rank 1") in result.errors, result.output
+    # rank 0 waited for rank 1 at the rendezvous until its own timeout, inside the driver's wait
+    assert ("PRE-E070", f"{NODE0} rank 0") in result.errors, result.output
+    assert "rank 1: (PRE-E070) the collective probe failed after stage started: ImportError: " \
+           "libcudart.so.12: cannot open" in result.output
+    assert "rank 0: (PRE-E070) the collective probe failed after stage rendezvous: DistStoreError" \
+           in result.output
+
+
+def test_a_peer_that_hangs_is_named_with_the_stage_it_reached(cluster, request, tmp_path):
+    rollout = cluster.storage / BUNDLE_REL / "rollout"
+    shadow = tmp_path / "shadow"
+    (shadow / "torch").mkdir(parents=True)
+    (shadow / "torch" / "__init__.py").write_text("import time\ntime.sleep(600)\n")  # a wedged driver
+    with node_variant(cluster, 1, env={"PYTHONPATH": f"{shadow}:{rollout}"}):
+        result = preflight(cluster, request, collective="gloo")
+    assert {fid for fid, _ in result.errors} == {"PRE-E071"}, result.output
+    assert f"{NODE1} rank 1: (PRE-E071) did not finish the collective probe within 30 s: its last " \
+           "stage was started" in result.output
+    assert result.record["collective"]["seconds"] < 30 + 20

@@ -99,7 +99,9 @@ def test_the_volume_checks_come_in_order_and_a_valid_request_prints_quoted_setti
     settings = dict(shlex.split(line)[0].split("=", 1) for line in out.stdout.splitlines())
     assert settings == {"PROFILE_NAME": "smoke-1x1", "KILL_GRACE": "10", "PROBE_TIMEOUT": "45",
                         "RUN_DIR_PLANNED": str(tmp_path / "runs/verl/two-worker-grpo/exp-1"),
-                        "HEARTBEAT_INTERVAL": "30", "HEARTBEAT_LEASE": "120", "ATTEMPT_NOTE": ""}
+                        "HEARTBEAT_INTERVAL": "30", "HEARTBEAT_LEASE": "120", "ATTEMPT_NOTE": "",
+                        "COLLECTIVE_PROBE": "nccl", "COLLECTIVE_TIMEOUT": "60",
+                        "STALL_FIRST_STEP": "3600", "STALL_STEP_FLOOR": "900"}
     (tmp_path / "runs/verl/two-worker-grpo/exp-1").mkdir(parents=True)
     with pytest.raises(request.RequestError) as caught:
         request.check(env)
@@ -114,3 +116,16 @@ def test_the_job_environment_record_names_dropped_hooks_and_what_can_still_shape
     assert record["variables"] == {"PATH": "/usr/bin", "PYTHONPATH": "/site",
                                    "LD_PRELOAD": "/lib/x.so"}
     assert record["python3_realpath"] == os.path.realpath(sys.executable)
+
+
+@pytest.mark.parametrize("name,value,fid", [
+    ("COLLECTIVE_TIMEOUT", "soon", "LAUNCH-E051"), ("COLLECTIVE_TIMEOUT", "0", "LAUNCH-E051"),
+    ("COLLECTIVE_PROBE", "NCCL", "LAUNCH-E053"), ("STALL_FIRST_STEP", "never", "LAUNCH-E052"),
+    ("STALL_STEP_FLOOR", "off", "LAUNCH-E052"), ("STALL_STEP_FLOOR", "-5", "LAUNCH-E052")])
+def test_collective_and_watchdog_settings_must_be_what_they_say(tmp_path, name, value, fid):
+    assert ids(request.variable_problems(base(tmp_path, **{name: value}))) == [fid]
+
+
+def test_the_watchdog_can_be_turned_off_and_the_probe_kept_to_gloo(tmp_path):
+    env = base(tmp_path, STALL_FIRST_STEP="off", COLLECTIVE_PROBE="gloo", COLLECTIVE_TIMEOUT="20")
+    assert request.variable_problems(env) == []

@@ -1,5 +1,7 @@
 """The training watchdog (checks/stall.py): its clock, a real process group it stops when the
-step lines stop, one it leaves alone, and postflight's finding from its record."""
+step lines stop (TERM, then KILL after the grace), one it leaves alone, the evidence it gathers
+from a real Ray cluster (a hung actor's stack, the ranks' flight-recorder pipes), and
+postflight's finding from its record."""
 import json
 import os
 import shutil
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from twgrpo.checks.stall import LogFollower, StallClock
+from twgrpo.checks.stall_nodes import request_dumps
 from twgrpo.cli import main
 from verification import failed_ids
 
@@ -42,27 +45,93 @@ def test_the_follower_reads_complete_lines_only(tmp_path):
     assert follower.last_line == "step:2 - training/global_step:2"
 
 
-def phase(run, body):
+def phase(run, body, options="--no-cluster", env=None):
     watcher = (f"{sys.executable} -I -B {VERIFY} watch-training --run-dir {run} "
-               "--first-step-seconds 30 --stall-factor 2 --stall-floor 1 --poll 0.2 &")
+               f"--first-step-seconds 30 --stall-factor 2 --stall-floor 1 --poll 0.2 --kill-grace 2 {options} &")
     return subprocess.Popen(["bash", "-c", f"{watcher}\necho watcher $!\n{body}"], stdout=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, env={**os.environ, **(env or {})})
 
 
-def test_a_hung_training_is_stopped_with_its_last_step(tmp_path):
-    log = tmp_path / "training.log"
-    log.touch()
-    training = phase(tmp_path, f"echo 'step:1 - training/global_step:1' >> {log}; sleep 0.5\n"
-                               f"echo 'step:2 - training/global_step:2 - hung here' >> {log}\nsleep 300")
+def stopped(training, timeout=90):
     try:
-        assert training.wait(timeout=60) == -15  # TERM to the whole phase group
+        return training.wait(timeout=timeout)
     finally:
         if training.poll() is None:
             os.killpg(training.pid, 9)
+
+
+HUNG_PYTHON = f"{sys.executable} -c 'import time\ndef hung_here():\n    time.sleep(300)\nhung_here()'"
+
+
+def test_a_hung_training_is_stopped_with_its_last_step_and_its_stacks(tmp_path):
+    log = tmp_path / "training.log"
+    log.touch()
+    training = phase(tmp_path, f"echo 'step:1 - training/global_step:1' >> {log}; sleep 0.5\n"
+                               f"echo 'step:2 - training/global_step:2 - hung here' >> {log}\n{HUNG_PYTHON}")
+    assert stopped(training) == -15  # TERM to the whole phase group
     record = json.loads((tmp_path / "stall.json").read_text())
     assert record["last_step"] == 2
     assert record["last_line"] == "step:2 - training/global_step:2 - hung here"
-    assert record["limit_seconds"] >= 1 and record["evidence"]["pids"]
+    assert record["limit_seconds"] >= 1 and record["evidence_file"] == "stall-evidence.json"
+    here = json.loads((tmp_path / "stall-evidence.json").read_text())["this_host"]
+    assert here["pids"]  # the hung python (bash exec'd it)
+    if shutil.which("py-spy"):  # the test venv has it
+        assert any("hung_here" in stack for stack in here["py-spy"].values()), here["py-spy"]
+
+
+def test_a_training_that_ignores_term_is_killed_after_the_grace(tmp_path):
+    log = tmp_path / "training.log"
+    training = phase(tmp_path, f"trap '' TERM\necho 'step:1 - training/global_step:1' >> {log}\n"
+                               "while :; do sleep 0.2; done")
+    assert stopped(training) == -9
+    assert (tmp_path / "stall.json").is_file()
+
+
+def test_the_watchdog_asks_each_rank_on_this_node_for_its_flight_recorder_dump(tmp_path):
+    (tmp_path / "rank_0.pipe").touch()  # not a FIFO: never written
+    os.mkfifo(tmp_path / "rank_1.pipe")  # a FIFO nobody reads here: skipped, never blocks
+    os.mkfifo(tmp_path / "rank_2.pipe")
+    reader = os.open(tmp_path / "rank_2.pipe", os.O_RDONLY | os.O_NONBLOCK)  # a rank's monitor
+    try:
+        assert request_dumps(tmp_path) == ["rank_2.pipe"]
+        assert os.read(reader, 16) == b"1\n"
+    finally:
+        os.close(reader)
+    assert (tmp_path / "rank_0.pipe").read_bytes() == b""
+    assert request_dumps(tmp_path / "missing") == []
+
+
+RAY_TRAINING = """
+import ray, sys, time
+ray.init(address=sys.argv[1], log_to_driver=False)
+
+@ray.remote(num_cpus=0)
+class Sleeper:
+    def hang_in_a_collective(self):
+        time.sleep(300)
+
+actor = Sleeper.remote()
+ref = actor.hang_in_a_collective.remote()
+time.sleep(2)
+with open(sys.argv[2], "a") as log:
+    log.write("step:1 - training/global_step:1\\n")
+ray.get(ref)
+"""
+
+
+def test_a_stall_on_a_ray_cluster_records_each_nodes_workers_and_their_stacks(tmp_path, ray_head):
+    log = tmp_path / "training.log"
+    (tmp_path / "train.py").write_text(RAY_TRAINING)
+    training = phase(tmp_path, f"{sys.executable} {tmp_path / 'train.py'} {ray_head} {log}",
+                     options="--first-step-seconds 60", env={"RAY_ADDRESS": ray_head})
+    assert stopped(training, timeout=180) != 0  # Ray's driver turns TERM into exit 1
+    cluster = json.loads((tmp_path / "stall-evidence.json").read_text())["cluster"]
+    assert "error" not in cluster, cluster
+    [node] = cluster["nodes"].values()
+    titles = [w["title"] for w in node["workers"]]
+    assert any(t.startswith("ray::Sleeper") for t in titles), titles
+    stacks = "\n".join(node["py-spy"].values())
+    assert "hang_in_a_collective" in stacks, node["py-spy"]
 
 
 def test_a_training_that_ends_leaves_no_record_and_no_watcher(tmp_path):

@@ -20,13 +20,18 @@
 #
 # Environment: STORAGE_ROOT (required), RUN_ID (required, new, at most 128 characters),
 #   PROFILE (a profile in profiles/, default the tutorial's 2x2 A100), PROBE_TIMEOUT (seconds
-#   above 0, at most 86400, default 120), TMPDIR (if set, a writable folder), KILL_GRACE
-#   (seconds a stopped phase gets before KILL, default 10), SAVE_FREQ (checkpoint every N
-#   steps, default the profile's), RESUME_FROM (the RUN_ID of a preempted run to continue from
-#   its latest complete checkpoint, or auto: the newest resumable run of this RUN_ID's
-#   lineage), HEARTBEAT_INTERVAL and HEARTBEAT_LEASE (seconds,
-#   default 30 and 120: heartbeat.json is refreshed while the launcher lives; a run without a
-#   beat for the lease and without a verdict is lost, and resumable), TRACE=1 (trace commands).
+#   above 0, at most 86400, default 120), COLLECTIVE_PROBE (nccl, the default: NCCL on every
+#   GPU node, then Gloo; gloo: Gloo alone, no GPU; off) and COLLECTIVE_TIMEOUT (seconds its
+#   ranks get to meet and all-reduce, default 60), STALL_FIRST_STEP and STALL_STEP_FLOOR
+#   (the training watchdog: seconds until the first step line, default 3600, or off; later
+#   steps may take 5x the slowest one, never less than the floor, default 900; a stalled
+#   training is stopped with its evidence in stall.json), TMPDIR (if set, a writable
+#   folder), KILL_GRACE (seconds a stopped phase gets before KILL, default 10), SAVE_FREQ
+#   (checkpoint every N steps, default the profile's), RESUME_FROM (the RUN_ID of a preempted
+#   run to continue from its latest complete checkpoint, or auto: the newest resumable run of
+#   this RUN_ID's lineage), HEARTBEAT_INTERVAL and HEARTBEAT_LEASE (seconds, default 30 and
+#   120: heartbeat.json is refreshed while the launcher lives; a run without a beat for the
+#   lease and without a verdict is lost, and resumable), TRACE=1 (trace commands).
 # A re-run of the same job (a platform's retry) whose run folder holds a stopped run of the
 #   same profile and bundle becomes the next attempt, RUN_ID.2, RUN_ID.3, ..., resuming the
 #   newest attempt with a complete checkpoint; never while one is alive or after a SUCCESS.
@@ -64,7 +69,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=6fbaded58ee132003ae803bb7dccbb16c6304dc6f6208cdfcecdcc39ea41c48d
+readonly BUNDLE_SUMS_SHA256=dd9e6d96c3f866f768f436d85974f0e84ecd2860e7bc20ea590d045dbbad21e2
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
@@ -74,12 +79,16 @@ readonly VERIFY="$BUNDLE_DIR/verify-two-worker-grpo-v1.py"
 readonly CHECKER="$BUNDLE_DIR/check-bundle-v1.py"
 
 # Globals. The job's environment gives STORAGE_ROOT, RUN_ID and the rest (checked in Python by
-# `verify request`, which also sets the next five); the others track the run as it goes.
+# `verify request`, which also sets the next nine); the others track the run as it goes.
 PROFILE=${PROFILE:-} # a profile name in profiles/; empty: the bundle's default profile
 PROFILE_NAME=""      # the profile's own name, passed to every later verifier call
 RUN_DIR_PLANNED=""   # where the run folder will be, before it is claimed
 KILL_GRACE=${KILL_GRACE:-10}       # seconds a phase gets between TERM and KILL (validated)
 PROBE_TIMEOUT=${PROBE_TIMEOUT:-120} # seconds preflight waits for the node probes (validated)
+COLLECTIVE_PROBE=${COLLECTIVE_PROBE:-nccl}  # the collective probe: nccl (then Gloo), gloo, or off
+COLLECTIVE_TIMEOUT=${COLLECTIVE_TIMEOUT:-60} # seconds its ranks get to meet and all-reduce
+STALL_FIRST_STEP=${STALL_FIRST_STEP:-3600}   # the training watchdog: seconds to the first step line, or off
+STALL_STEP_FLOOR=${STALL_STEP_FLOOR:-900}    # and the least it waits for any later step line
 RUN_DIR=""           # set once the run folder is ours
 PHASE=checks         # the phase FAILED names
 CHILD=""             # the running phase's process group
@@ -344,8 +353,21 @@ export_environment() {
 
 train_and_log() {  # the training command, teed to training.log; exits with its status
   set +m
+  # The training watchdog shares this phase's process group: it ends once the rest of the
+  # group has, or stops the group when no step line comes in time (twgrpo/checks/stall.py).
+  # (An if, not `test || cmd &`: that would leave a subshell between the group and the watcher.)
+  if [[ "$STALL_FIRST_STEP" != off ]]; then
+    python3 -I -B "$VERIFY" watch-training --run-dir "$RUN_DIR" --first-step-seconds "$STALL_FIRST_STEP" \
+      --stall-floor "$STALL_STEP_FLOOR" --kill-grace "$KILL_GRACE" </dev/null &
+  fi
   "${TRAINING_COMMAND[@]}" 2>&1 | tee -a "$RUN_DIR/training.log"
   exit "${PIPESTATUS[0]}"
+}
+
+training_failed() {  # training_failed STATUS: FAILED says so when the training watchdog stopped it
+  [[ ! -e "$RUN_DIR/stall.json" ]] ||
+    CAUSE="(POST-E129) the training watchdog stopped a stalled training (no step line in time); evidence in $RUN_DIR/stall.json"
+  exit "$1"
 }
 
 main() {
@@ -382,7 +404,8 @@ main() {
   export_environment
 
   run_phase preflight python3 -I -B "$VERIFY" preflight --profile "$PROFILE_NAME" --run-id "$RUN_ID" \
-    --output-dir "$RUN_DIR" --storage-root "$STORAGE_ROOT" --probe-timeout "$PROBE_TIMEOUT"
+    --output-dir "$RUN_DIR" --storage-root "$STORAGE_ROOT" --probe-timeout "$PROBE_TIMEOUT" \
+    --collective "$COLLECTIVE_PROBE" --collective-timeout "$COLLECTIVE_TIMEOUT"
 
   set_phase training
   verify command --profile "$PROFILE_NAME" --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" >"$WORK/command" ||
@@ -393,7 +416,8 @@ main() {
   write_marker "$RUN_DIR/resolved-command.txt" "$resolved"$'\n' ||
     die 1 "(LAUNCH-E019) the training command could not be recorded (see above), so the run could not be judged afterwards"
   printf 'Executing: %s\n' "$resolved"
-  run_phase training train_and_log
+  mkdir -p "$RUN_DIR/nccl-flight"  # NCCL's flight-recorder dumps, per rank, on a collective timeout
+  run_phase training train_and_log || training_failed "$?"
 
   run_phase postflight python3 -I -B "$VERIFY" postflight --profile "$PROFILE_NAME" --run-id "$RUN_ID" \
     --output-dir "$RUN_DIR" --fan-out

@@ -56,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     sizes(p)
     p.add_argument("--probe-timeout", type=float, default=120.0,
                    help="seconds to wait for all node probes (default 120)")
+    p.add_argument("--collective-timeout", type=float, default=60.0,
+                   help="seconds the collective probe's ranks have to meet and all-reduce (default 60)")
+    p.add_argument("--collective", choices=("nccl", "gloo", "off"), default="nccl",
+                   help="the collective probe: NCCL on GPU nodes and Gloo (default), Gloo alone "
+                        "(no GPU asked: simulated GPUs), or off")
 
     p = sub.add_parser("postflight", parents=[common], help="judge a finished run from its files")
     sizes(p)
@@ -128,11 +133,15 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("watch-training", help="stop the training phase when no step line comes "
                        "in time; write stall.json (launcher, inside the training phase)")
     p.add_argument("--run-dir", type=Path, required=True, help="the run folder with training.log")
-    p.add_argument("--first-step-seconds", type=float, default=1800.0,
+    p.add_argument("--first-step-seconds", type=float, default=3600.0,
                    help="seconds until the first step line (model load, first rollout)")
-    p.add_argument("--stall-factor", type=float, default=3.0,
+    p.add_argument("--stall-factor", type=float, default=5.0,
                    help="later: this many times the slowest step so far")
-    p.add_argument("--stall-floor", type=float, default=300.0, help="but never fewer seconds")
+    p.add_argument("--stall-floor", type=float, default=900.0, help="but never fewer seconds")
+    p.add_argument("--kill-grace", type=float, default=10.0,
+                   help="seconds between TERM and KILL when stopping a stalled phase")
+    p.add_argument("--no-cluster", action="store_true",
+                   help="gather evidence on this host only (no Ray cluster to ask)")
     p.add_argument("--poll", type=float, default=1.0, help=argparse.SUPPRESS)
 
     p = sub.add_parser("catalog", help="print every finding id with its fix (markdown table)")

@@ -23,7 +23,7 @@ from ..run.phase import run_phase
 from .node_reports import (check_shared_storage, check_gpus, check_driver_version, check_storage_mount,
                            check_nccl_env, check_rollout_engine, check_node_inputs, check_same_inputs, check_same_packages)
 from .probe import probe_node
-from . import node_network, node_system, reach
+from . import collective, node_network, node_system, reach
 from ..run.profile import ROLLOUT_ENGINES, Profile
 from ..run.records import write_text
 from ..run.runpaths import run_folder
@@ -49,6 +49,9 @@ class PreflightContext:
     reports: Dict[int, Dict[str, Any]] = dataclasses.field(default_factory=dict)
     probe_seconds: float = 0.0
     reach_seconds: float = 0.0
+    collective_timeout: float = collective.COLLECTIVE_SECONDS
+    collective_mode: str = "nccl"  # nccl (and Gloo), gloo alone, or off
+    collective: Dict[str, Any] = dataclasses.field(default_factory=collective.empty_record)
 
     def node_name(self, ordinal: int) -> str:
         report = self.reports.get(ordinal) or {}
@@ -221,6 +224,8 @@ CHECKS = [
     Check("interfaces", node_network.check_interfaces, needs=PROBED),
     # It meets the other nodes through the run folder: it needs the shared storage proved.
     Check("reachability", reach.check_reachability, needs=PROBED + ("shared-storage",)),
+    # It runs even when reachability failed: NCCL's own lines say more about a blocked peer.
+    Check("collective", collective.check_collective, needs=PROBED + ("shared-storage",)),
     Check("shared-memory", node_system.check_shared_memory, needs=PROBED),
     Check("open-files", node_system.check_open_files, needs=PROBED),
     Check("host-memory", node_system.check_host_memory, needs=PROBED),
@@ -257,7 +262,8 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
                            args.verl_root or profile.verl_root(args.storage_root),
                            args.model_root or profile.model_root(args.storage_root),
                            args.data_root or profile.data_root(args.storage_root),
-                           args.probe_timeout)
+                           args.probe_timeout, collective_timeout=args.collective_timeout,
+                           collective_mode=args.collective)
     ctx.token = f"{run_id} {secrets.token_hex(8)}\n"
     write_text(run_dir / "shared-storage-sentinel", ctx.token)
     header = (f"profile {profile.PROFILE_NAME}: "
@@ -268,7 +274,7 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
             "expected_gpus_per_node": profile.GPUS_PER_NODE, "world_size": profile.world_size,
             "cluster_resources": ctx.cluster_resources, "driver_node_id": ctx.driver_node_id,
             "probe_seconds": round(ctx.probe_seconds, 3), "workers": topology(ctx),
-            "reach_seconds": round(ctx.reach_seconds, 3),
+            "reach_seconds": round(ctx.reach_seconds, 3), "collective": ctx.collective,
             "nodes": [ctx.reports.get(i) for i in range(len(ctx.nodes))]})
     finally:
         if ctx.ray is not None:

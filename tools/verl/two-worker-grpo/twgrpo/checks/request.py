@@ -1,5 +1,6 @@
 """The run request, checked before the launcher writes anything: every job variable (STORAGE_ROOT,
-RUN_ID, PROFILE, SAVE_FREQ, RESUME_FROM, KILL_GRACE, PROBE_TIMEOUT, TMPDIR, TRACE), the profile's
+RUN_ID, PROFILE, SAVE_FREQ, RESUME_FROM, KILL_GRACE, PROBE_TIMEOUT, COLLECTIVE_PROBE,
+COLLECTIVE_TIMEOUT, STALL_FIRST_STEP, STALL_STEP_FLOOR, TMPDIR, TRACE), the profile's
 values, the volume, the input folders and the run folder to be. Each problem is one line with
 its finding id and what to do; the launcher stops (exit 2) before it claims a RUN_ID.
 
@@ -30,6 +31,11 @@ SECONDS = re.compile(r"^[0-9]{1,6}(\.[0-9]{1,3})?$")
 MAX_PROBE_TIMEOUT = 86400.0
 DEFAULT_PROBE_TIMEOUT = "120"
 DEFAULT_KILL_GRACE = "10"
+DEFAULT_COLLECTIVE_TIMEOUT = "60"
+# The training watchdog (checks/stall.py): the first step line may take this long (model load,
+# first rollout), later ones 5x the slowest step so far but never less than the floor.
+DEFAULT_STALL_FIRST_STEP = "3600"
+DEFAULT_STALL_STEP_FLOOR = "900"
 
 
 class RequestError(Exception):
@@ -85,6 +91,24 @@ def variable_problems(env: Mapping[str, str]) -> List[str]:
         problems.append(f"(LAUNCH-E040) PROBE_TIMEOUT '{env.get('PROBE_TIMEOUT')}' must be a number "
                         f"of seconds above 0 and at most {MAX_PROBE_TIMEOUT:.0f} — unset it for "
                         f"the default {DEFAULT_PROBE_TIMEOUT}")
+    if probe_timeout(env.get("COLLECTIVE_TIMEOUT") or DEFAULT_COLLECTIVE_TIMEOUT) is None:
+        problems.append(f"(LAUNCH-E051) COLLECTIVE_TIMEOUT '{env.get('COLLECTIVE_TIMEOUT')}' must be "
+                        f"a number of seconds above 0 and at most {MAX_PROBE_TIMEOUT:.0f} — unset it "
+                        f"for the default {DEFAULT_COLLECTIVE_TIMEOUT}")
+    if env.get("COLLECTIVE_PROBE", "") not in ("", "nccl", "gloo", "off"):
+        problems.append(f"(LAUNCH-E053) COLLECTIVE_PROBE '{env['COLLECTIVE_PROBE']}' must be nccl (the "
+                        "default: NCCL on the GPU nodes, then Gloo), gloo (Gloo alone, no GPU) or off "
+                        "— unset it for the default")
+    first = env.get("STALL_FIRST_STEP") or DEFAULT_STALL_FIRST_STEP
+    if first != "off" and probe_timeout(first) is None:
+        problems.append(f"(LAUNCH-E052) STALL_FIRST_STEP '{first}' must be a number of seconds above "
+                        f"0 and at most {MAX_PROBE_TIMEOUT:.0f}, or off (no training watchdog) — "
+                        f"unset it for the default {DEFAULT_STALL_FIRST_STEP}")
+    floor = env.get("STALL_STEP_FLOOR") or DEFAULT_STALL_STEP_FLOOR
+    if probe_timeout(floor) is None:
+        problems.append(f"(LAUNCH-E052) STALL_STEP_FLOOR '{floor}' must be a number of seconds above "
+                        f"0 and at most {MAX_PROBE_TIMEOUT:.0f} — unset it for the default "
+                        f"{DEFAULT_STALL_STEP_FLOOR}")
     if env.get("TRACE", "") not in ("", "0", "1"):
         problems.append(f"(LAUNCH-E049) TRACE '{env['TRACE']}' must be 1 (trace every command) or 0 "
                         "— set TRACE=1, or leave it unset")
@@ -144,7 +168,11 @@ def check(env: Mapping[str, str]) -> Dict[str, str]:
     profile, planned = volume_problems(env)
     return {**preemption, "PROFILE_NAME": profile.PROFILE_NAME, "RUN_DIR_PLANNED": str(planned),
             "KILL_GRACE": env.get("KILL_GRACE") or DEFAULT_KILL_GRACE,
-            "PROBE_TIMEOUT": env.get("PROBE_TIMEOUT") or DEFAULT_PROBE_TIMEOUT}
+            "PROBE_TIMEOUT": env.get("PROBE_TIMEOUT") or DEFAULT_PROBE_TIMEOUT,
+            "COLLECTIVE_TIMEOUT": env.get("COLLECTIVE_TIMEOUT") or DEFAULT_COLLECTIVE_TIMEOUT,
+            "COLLECTIVE_PROBE": env.get("COLLECTIVE_PROBE") or "nccl",
+            "STALL_FIRST_STEP": env.get("STALL_FIRST_STEP") or DEFAULT_STALL_FIRST_STEP,
+            "STALL_STEP_FLOOR": env.get("STALL_STEP_FLOOR") or DEFAULT_STALL_STEP_FLOOR}
 
 
 def _attempt(env: Mapping[str, str]) -> Tuple[Mapping[str, str], Dict[str, str]]:

@@ -1,9 +1,14 @@
 """A training watchdog: follow training.log while verl trains; when no new step line
 (training/global_step:N) comes within the limit — a first-step budget for model load and the
-first rollout, then a multiple of the slowest step so far — write stall.json with the evidence
-this host can gather (nvidia-smi, py-spy stacks of the phase's processes where py-spy is on
-PATH) and TERM the phase's process group, so a hung run ends in minutes with "stalled after
-step N" instead of running until the platform kills it. Postflight reads stall.json.
+first rollout, then a multiple of the slowest step so far, never less than a floor — gather
+the evidence into stall.json and stop the phase's process group (TERM, then KILL after the
+grace), so a hung run ends in minutes with "stalled after step N" instead of running until the
+platform kills it. Postflight reads stall.json (POST-E129).
+
+The evidence: this host's nvidia-smi and the py-spy stacks of the phase's processes; from every
+node of the Ray cluster (stall_nodes.py) its GPUs' use, its Ray workers' stacks and each NCCL
+rank's flight-recorder dump, asked for through the rank's pipe in <run>/nccl-flight/ (the
+worker environment enables the recorder: run/command.py); the dumps that came are listed.
 
 Runs as `verify-two-worker-grpo-v1.py watch-training &` inside the training phase's process
 group, and ends by itself once the rest of that group has ended.
@@ -24,10 +29,15 @@ from typing import Any, Dict, List, Optional
 from ..formats.trainlines import METRIC_STEP
 from ..run.findings import Finding, UsageError, finding
 from ..run.records import read_json, write_json
+from ..run.command import FLIGHT_RECORDER
+from .stall_nodes import cluster_evidence
 
 CHUNK = 1 << 20
 LAST_LINE = 400
 EVIDENCE_BYTES = 64 * 1024
+FLIGHT_DIR = FLIGHT_RECORDER  # where the ranks' pipes and dumps are
+EVIDENCE_FILE = "stall-evidence.json"
+DUMP_WAIT = 10.0  # seconds the ranks get to write their flight-recorder dumps
 
 
 @dataclasses.dataclass
@@ -77,9 +87,10 @@ class LogFollower:
         return out
 
 
-def _run(command: List[str]) -> str:
+def _run(command: List[str], deadline: float) -> str:
     try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=30)
+        out = subprocess.run(command, capture_output=True, text=True,
+                             timeout=max(min(30.0, deadline - time.monotonic()), 1.0))
         return (out.stdout + out.stderr)[-EVIDENCE_BYTES:]
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{command[0]}: {exc}"
@@ -99,18 +110,21 @@ def group_pids(group: int, proc: Path = Path("/proc")) -> List[int]:
     return sorted(pids)[:64]
 
 
-def evidence(group: int) -> Dict[str, Any]:
+def evidence(group: int, seconds: float = 60.0) -> Dict[str, Any]:
+    """This host's GPUs and the phase's stacks, within ``seconds`` in all."""
+    deadline = time.monotonic() + seconds
     found: Dict[str, Any] = {"pids": group_pids(group)}
     if shutil.which("nvidia-smi"):
         found["nvidia-smi"] = _run(["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used",
-                                    "--format=csv"])
+                                    "--format=csv"], deadline)
     if shutil.which("py-spy"):
-        found["py-spy"] = {str(pid): _run(["py-spy", "dump", "--pid", str(pid)])
-                           for pid in found["pids"][:16]}
+        found["py-spy"] = {str(pid): _run(["py-spy", "dump", "--pid", str(pid)], deadline)
+                           for pid in found["pids"][:16] if time.monotonic() < deadline}
     return found
 
 
-def watch(run_dir: Path, clock: StallClock, poll: float = 1.0, group: Optional[int] = None) -> int:
+def watch(run_dir: Path, clock: StallClock, poll: float = 1.0, group: Optional[int] = None,
+          grace: float = 10.0, cluster: bool = True) -> int:
     """Follow training.log until the rest of the process group has ended (0) or the training
     stalls (3)."""
     follower = LogFollower(run_dir / "training.log")
@@ -127,23 +141,66 @@ def watch(run_dir: Path, clock: StallClock, poll: float = 1.0, group: Optional[i
         time.sleep(poll)
     record = {"last_step": clock.last_step, "seconds_without_step": round(now - clock.last_at, 1),
               "limit_seconds": round(clock.limit(), 1), "slowest_step_seconds": round(clock.slowest, 1),
-              "last_line": follower.last_line, "evidence": evidence(group)}
-    write_json(run_dir / "stall.json", record)
+              "last_line": follower.last_line}
     print(f"watch-training: training stalled after step {clock.last_step}: no step line for "
-          f"{record['seconds_without_step']:g} s (limit {record['limit_seconds']:g} s); evidence in "
-          f"{run_dir / 'stall.json'}; stopping the phase", flush=True)
-    os.killpg(group, signal.SIGTERM)
+          f"{record['seconds_without_step']:g} s (limit {record['limit_seconds']:g} s); gathering "
+          "evidence, then stopping the phase", flush=True)
+    flight = run_dir / FLIGHT_DIR
+    # The stacks can be megabytes on a big cluster: they go to their own file, and stall.json
+    # (which postflight reads) stays small.
+    write_json(run_dir / EVIDENCE_FILE, {
+        "this_host": evidence(group),
+        "cluster": cluster_evidence(flight) if cluster else {"skipped": "not asked"}})
+    record["evidence_file"] = EVIDENCE_FILE
+    record["flight_dumps"] = flight_dumps(flight, time.monotonic() + DUMP_WAIT)
+    write_json(run_dir / "stall.json", record)
+    print(f"watch-training: evidence in {run_dir / 'stall.json'} ({len(record['flight_dumps'])} "
+          f"flight-recorder dump(s)); stopping the phase", flush=True)
+    stop(group, grace)
     return 3
 
 
+def flight_dumps(folder: Path, deadline: float) -> Dict[str, int]:
+    """The flight-recorder dumps in folder (name: bytes), once none grew for a second or at
+    the deadline; at once when no rank made a pipe there (no recorder to wait for)."""
+    seen: Dict[str, int] = {}
+    try:
+        if not any(name.endswith(".pipe") for name in os.listdir(folder)):
+            deadline = 0.0
+    except OSError:
+        return {}
+    while True:
+        try:
+            now_seen = {e.name: e.stat().st_size for e in os.scandir(folder)
+                        if e.is_file(follow_symlinks=False) and not e.name.endswith(".pipe")}
+        except OSError:
+            return {}
+        if (now_seen and now_seen == seen) or time.monotonic() > deadline:
+            return dict(sorted(now_seen.items())[:256])
+        seen = now_seen
+        time.sleep(1.0)
+
+
+def stop(group: int, grace: float) -> None:
+    """TERM the phase's group (not this process), KILL what is left after the grace, then end."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.killpg(group, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while group_pids(group) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if group_pids(group):
+        print(f"watch-training: the phase still ran {grace:g} s after TERM: KILL", flush=True)
+    os.killpg(group, signal.SIGKILL)  # this process is in the group: it ends here
+
+
 def main(args: argparse.Namespace, profile) -> int:
-    for name in ("first_step_seconds", "stall_factor", "stall_floor"):
+    for name in ("first_step_seconds", "stall_factor", "stall_floor", "kill_grace"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
     if not args.run_dir.is_dir():
         raise UsageError(f"{args.run_dir} is not a run folder")
     clock = StallClock(args.first_step_seconds, args.stall_factor, args.stall_floor, time.monotonic())
-    return watch(args.run_dir, clock, args.poll)
+    return watch(args.run_dir, clock, args.poll, grace=args.kill_grace, cluster=not args.no_cluster)
 
 
 def check_stall(ctx) -> List[Finding]:

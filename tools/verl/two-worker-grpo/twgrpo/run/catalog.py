@@ -43,6 +43,9 @@ CATALOG = {
     "LAUNCH-E048": ("the launcher was run by sh, not bash", "Run it with bash (the Driver command does, from bash or sh)."),
     "LAUNCH-E049": ("TRACE is neither 1 nor 0", "Set TRACE=1 to trace every launcher command into driver.log, or leave it unset."),
     "LAUNCH-E050": ("an installed bundle version differs from its own SHA256SUMS", "Installed versions are never overwritten: move that version folder away (it was changed by hand), then make install-tools again."),
+    "LAUNCH-E051": ("COLLECTIVE_TIMEOUT is not a number of seconds", "Unset COLLECTIVE_TIMEOUT (default 60 s: the collective probe's ranks must meet and all-reduce within it) or set it to a number above 0 and at most 86400."),
+    "LAUNCH-E052": ("a training watchdog setting is not a number of seconds", "Unset STALL_FIRST_STEP (default 3600 s until the first step line) and STALL_STEP_FLOOR (default 900 s: later steps may take 5x the slowest step, never less than this), set them to seconds above 0 and at most 86400, or set STALL_FIRST_STEP=off to run without the watchdog."),
+    "LAUNCH-E053": ("COLLECTIVE_PROBE is not nccl, gloo or off", "Unset COLLECTIVE_PROBE (default nccl: the collective probe runs NCCL on every GPU node, then Gloo), or set gloo (Gloo alone, no GPU) or off (no collective probe)."),
     # Resume (RESUME_FROM=<earlier RUN_ID>: the launcher's resume phase, before any GPU time)
     "RES-E001": ("the run to resume from does not exist", "Set RESUME_FROM to the RUN_ID of a run folder under runs/verl/two-worker-grpo/ on this volume (a real folder, not a link)."),
     "RES-E002": ("the earlier run's run.json is missing or unreadable", "That folder was not left by this bundle's launcher, or its record is damaged: resume from another run, or start afresh."),
@@ -158,6 +161,10 @@ CATALOG = {
     "PRE-E060": ("rollout tensor parallel size exceeds the GPUs of one node", "Set ROLLOUT_TP <= GPUS_PER_NODE: a rollout replica must not span nodes."),
     "PRE-E061": ("rollout tensor parallel size does not divide the GPUs of one node", "Set ROLLOUT_TP to a divisor of GPUS_PER_NODE, so replicas tile each node."),
     "PRE-E062": ("the batch does not divide by the rollout data-parallel size", "Pick TRAIN_BATCH_SIZE x ROLLOUT_N as a multiple of world size / ROLLOUT_TP (verl chunks the batch equally per replica)."),
+    "PRE-E070": ("a rank of the collective probe failed", "The message names the node, the stage the rank reached and NCCL's own lines: a rank that failed before 'initialised' points at that node's torch, CUDA or NCCL; one that failed in an all-reduce at the network between the Workers (NCCL_SOCKET_IFNAME, a firewall, IB settings). Fix it, then launch again with a new RUN_ID."),
+    "PRE-E071": ("a rank of the collective probe did not finish in time", "A rank that never got past 'rendezvous' or 'initialised' is waiting for a peer it cannot reach: NCCL's lines in the message show the interface and address each rank chose; make them ones the Workers share (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) and open TCP between them. A rank with no stage never started: its node's GPU is held by something else."),
+    "PRE-E072": ("the collective probe's all-reduce gave a wrong sum", "Ranks that sum ones to the wrong value do not see each other as one group: check that every node runs the same torch and NCCL (same-versions) and that no two nodes share a GPU."),
+    "PRE-W016": ("NCCL's bus bandwidth on an IB profile is TCP speed", "NCCL fell back to sockets: check the HCAs (ibstat), NCCL_IB_HCA and NCCL_IB_GID_INDEX in the profile and RDMA in the job form; training would run, slowly."),
     # Postflight (from the run folder alone)
     "POST-E001": ("training.log is missing", "The launcher tees the training output to training.log: check that the run got to its training phase (FAILED says where it stopped)."),
     "POST-E002": ("a fatal marker is in the training log", "Read training.log at the line shown; fix the first error (OOM, NCCL, a dead actor), then re-run with a new RUN_ID."),

@@ -76,12 +76,26 @@ def wandb(profile: Profile) -> bool:
     return "wandb" in profile.LOGGERS.split(",")
 
 
+FLIGHT_RECORDER = "nccl-flight"
+
+
+def flight_recorder_env(run: Path) -> Dict[str, str]:
+    """torch's NCCL flight recorder on every rank: the last collectives kept in memory, dumped to
+    <run>/nccl-flight/rank_<N> when a collective times out or when the training watchdog writes
+    to the rank's pipe there (checks/stall.py). Both spellings torch has used are set."""
+    prefix = str(run / FLIGHT_RECORDER / "rank_")
+    return {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_FR_BUFFER_SIZE": "2000",
+            "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix,
+            "TORCH_FR_DUMP_TEMP_FILE": prefix, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": prefix}
+
+
 def worker_env(profile: Profile, run: Path) -> Dict[str, str]:
     """What every TaskRunner and WorkerDict gets as ray_kwargs env_vars (quoted strings)."""
     nccl = nccl_env(profile)
     env = {"TENSORBOARD_DIR": str(run / "tensorboard"), "NCCL_DEBUG": FIXED_ENV["NCCL_DEBUG"],
            "NCCL_IB_DISABLE": nccl["NCCL_IB_DISABLE"], "GLOO_LOG_LEVEL": FIXED_ENV["GLOO_LOG_LEVEL"]}
     env.update({k: v for k, v in nccl.items() if k not in env})
+    env.update(flight_recorder_env(run))
     if wandb(profile):
         env.update({"WANDB_MODE": "offline", "WANDB_DIR": str(run / "wandb")})
     return env

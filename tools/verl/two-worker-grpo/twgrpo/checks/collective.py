@@ -1,0 +1,150 @@
+"""The collective probe, before training: do the nodes' ranks really meet over NCCL and Gloo?
+
+Reachability (reach.py) proves TCP between the nodes; NCCL can still fail or hang past it (its
+own interface choice, a library or driver problem, IB set up wrong), and then a run waits for
+NCCL's 10-30 minute watchdog. Here one task per GPU node (a GPU each, all in flight; Gloo
+alone where no node has a GPU) runs collective_rank.py: a TCPStore rendezvous through the run
+folder, init_process_group, an all-reduce of 1 element and of 64 MiB over NCCL (its bus
+bandwidth recorded), and one over Gloo, all within COLLECTIVE_SECONDS. A rank that fails or
+does not finish is named with its node, the stage it reached and NCCL's interface lines.
+COLLECTIVE_PROBE=gloo (preflight --collective gloo) keeps to Gloo and asks for no GPU, for a
+cluster whose GPUs are not real (the test cluster's); off skips the probe.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from ..formats import bounded
+from ..run.findings import Finding, Skip, finding
+from .collective_rank import collective_rank
+
+COLLECTIVE_SECONDS = 60.0
+MARGIN_SECONDS = 15.0  # for Ray to start the tasks' workers and return their reports
+# NCCL's lines that say which interface and transport a rank chose, and why it failed.
+NCCL_LINES = ("NET/Socket", "NET/IB", "NCCL WARN", "Bootstrap", "Init COMPLETE", "via NET/")
+NCCL_TAIL = 64 * 1024
+# Bus bandwidth below this on an IB profile is TCP's, not InfiniBand's (GB/s).
+IB_FLOOR_GBPS = 2.0
+
+
+def check_collective(ctx) -> List[Finding]:
+    """One rank per GPU node (every node that shares the run folder when none has a GPU)."""
+    if ctx.collective_mode == "off":
+        raise Skip("COLLECTIVE_PROBE=off")
+    answered = [(o, r) for o, r in ctx.answered() if r.get("sentinel_ok")]
+    if not answered:
+        raise Skip("no node shares the run folder (shared-storage says why)")
+    gpu_nodes = [(o, r) for o, r in answered if ctx.is_gpu_node(o)]
+    nccl = bool(gpu_nodes) and ctx.collective_mode == "nccl"
+    ranks = gpu_nodes or answered
+    ray = ctx.ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    import twgrpo
+    ray.cloudpickle.register_pickle_by_value(twgrpo)
+    remote = ray.remote(num_cpus=0, num_gpus=1 if nccl else 0, max_retries=0)(collective_rank)
+    folder = ctx.run_dir / "preflight-collective"
+    folder.mkdir(exist_ok=True)
+    seconds = ctx.collective_timeout
+    pending = {}
+    for rank, (ordinal, report) in enumerate(ranks):
+        strategy = NodeAffinitySchedulingStrategy(node_id=report["node_id"], soft=False)
+        spec = {"rank": rank, "world": len(ranks), "ordinal": ordinal, "folder": str(folder),
+                "token": ctx.token.strip(), "seconds": seconds, "nccl": nccl}
+        pending[remote.options(scheduling_strategy=strategy).remote(spec)] = (rank, ordinal)
+    started = time.monotonic()
+    ready, late = ray.wait(list(pending), num_returns=len(pending), timeout=seconds + MARGIN_SECONDS)
+    ctx.collective["seconds"] = round(time.monotonic() - started, 3)
+    ctx.collective.update(backend="nccl+gloo" if nccl else "gloo", world=len(ranks))
+    results: Dict[int, Dict[str, Any]] = {}
+    for ref in ready:
+        rank, ordinal = pending[ref]
+        try:
+            results[rank] = ray.get(ref)
+        except Exception as exc:  # the task's worker died: any Ray error is evidence
+            text = str(exc).strip()
+            results[rank] = {"rank": rank, "ordinal": ordinal, "error": f"{type(exc).__name__}: "
+                             f"{text.splitlines()[0][:300] if text else ''}"}
+    for ref in late:
+        rank, ordinal = pending[ref]
+        ray.cancel(ref, force=True)
+        results[rank] = {"rank": rank, "ordinal": ordinal, "late": True,
+                         **_progress(folder, rank, ctx.token.strip())}
+    ctx.collective["ranks"] = [_summary(results[r]) for r in sorted(results)]
+    return judge(ctx, results, folder, seconds)
+
+
+def judge(ctx, results: Dict[int, Dict[str, Any]], folder: Path, seconds: float) -> List[Finding]:
+    found = []
+    world = len(results)
+    for rank, result in sorted(results.items()):
+        where = f"{ctx.node_name(result['ordinal'])} rank {rank}"
+        lines = nccl_lines(folder / f"nccl-{rank}.log")
+        if result.get("late"):
+            found.append(finding(
+                "PRE-E071", where, f"did not finish the collective probe within {seconds:g} s: "
+                f"its last stage was {result.get('stage') or 'none (the task never started)'}"
+                + (f"; NCCL: {' | '.join(lines)}" if lines else ""), stage=result.get("stage"),
+                nccl_lines=lines))
+        elif "error" in result:
+            found.append(finding(
+                "PRE-E070", where, f"the collective probe failed after stage "
+                f"{result.get('stage') or 'none'}: {result['error']}"
+                + (f"; NCCL: {' | '.join(lines)}" if lines else ""), stage=result.get("stage"),
+                nccl_lines=lines))
+        else:
+            wrong = [(name, result.get(name)) for name in ("small_sum", "gloo_sum")
+                     if result.get(name) != float(world)]
+            if result.get("big_ok") is False:
+                wrong.append(("64 MiB all-reduce", "wrong values"))
+            if wrong:
+                found.append(finding("PRE-E072", where, "the all-reduce of ones over "
+                                     f"{world} rank(s) gave {wrong} instead of {world}"))
+    found += _judge_bandwidth(ctx, results)
+    return found
+
+
+def _judge_bandwidth(ctx, results: Dict[int, Dict[str, Any]]) -> List[Finding]:
+    rates = [r["bus_gbps"] for r in results.values() if r.get("bus_gbps") is not None]
+    if not rates:
+        return []
+    ctx.collective["bus_gbps"] = min(rates)
+    if ctx.profile.NCCL_TRANSPORT == "ib" and min(rates) < IB_FLOOR_GBPS:
+        return [finding("PRE-W016", "cluster", f"the 64 MiB NCCL all-reduce ran at {min(rates):g} "
+                        f"GB/s bus bandwidth, below {IB_FLOOR_GBPS:g} GB/s: TCP speed, not "
+                        "InfiniBand's", bus_gbps=min(rates))]
+    return []
+
+
+def _progress(folder: Path, rank: int, token: str) -> Dict[str, Any]:
+    """The stage a rank that did not answer had written (its rank-N.json), if any."""
+    try:
+        record = json.loads((folder / f"rank-{rank}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(record, dict) or record.get("token") != token:
+        return {}
+    return {"stage": record.get("stage") if isinstance(record.get("stage"), str) else None}
+
+
+def nccl_lines(path: Path, keep: int = 6) -> List[str]:
+    """NCCL's interface, transport and warning lines from a rank's NCCL_DEBUG_FILE (its tail)."""
+    try:
+        tail = bounded.tail_lines(path, NCCL_TAIL)
+    except (OSError, ValueError, bounded.Unreadable):  # no file (NCCL never started), not regular
+        return []
+    picked = [line.strip()[:240] for line in tail if any(k in line for k in NCCL_LINES)]
+    warnings = [line for line in picked if "WARN" in line]
+    return (warnings + [line for line in picked if "WARN" not in line])[:keep]
+
+
+def _summary(result: Dict[str, Any]) -> Dict[str, Any]:
+    keys = ("rank", "ordinal", "backend", "address", "interface", "stage", "stages", "bus_gbps",
+            "error", "late")
+    return {k: result[k] for k in keys if k in result}
+
+
+def empty_record() -> Dict[str, Optional[Any]]:
+    return {"backend": None, "world": 0, "seconds": None, "bus_gbps": None, "ranks": []}

@@ -1,0 +1,140 @@
+"""Evidence of a stalled training from every node of the Ray cluster, for stall.json.
+
+The training watchdog (stall.py) runs on the driver's node; verl's workers run on all of them.
+Before it stops the training, one task per live node (no CPU or GPU asked, so it runs beside
+busy workers) first asks each NCCL rank on that node for its flight-recorder dump (a write to
+the rank's pipe, TORCH_NCCL_DEBUG_INFO_PIPE_FILE: a pipe only reaches a reader on its own
+node), then reports the node's GPU utilisation and memory (nvidia-smi) and the Python stacks
+of its Ray worker processes (py-spy dump, where py-spy is on the node's PATH). All of it is
+bounded: NODE_SECONDS for the tasks, STACKS_PER_NODE processes, EVIDENCE_BYTES a text; a
+cluster that does not answer is recorded as such and the watchdog goes on.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+from . import rayimport
+
+NODE_SECONDS = 45.0
+STACKS_PER_NODE = 8
+EVIDENCE_BYTES = 16 * 1024
+
+
+def ray_workers(proc: Path = Path("/proc")) -> List[Dict[str, Any]]:
+    """Ray worker processes of this node ("ray::<actor or task>" titles), idle ones left out."""
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes()[:256].split(b"\0")[0].decode("utf-8", "replace")
+        except OSError:
+            continue
+        if title.startswith("ray::") and not title.startswith("ray::IDLE"):
+            found.append({"pid": int(entry.name), "title": title})
+    return sorted(found, key=lambda item: item["pid"])
+
+
+def request_dumps(flight_dir: Path) -> List[str]:
+    """Write to every rank pipe in flight_dir that has a reader on this node: torch's NCCL
+    monitor then dumps that rank's flight recorder next to it. Never blocks (O_NONBLOCK: a pipe
+    without a reader here is ENXIO and skipped); never writes to anything but a FIFO."""
+    asked = []
+    try:
+        names = sorted(os.listdir(flight_dir))[:1024]
+    except OSError:
+        return asked
+    for name in names:
+        if not name.endswith(".pipe"):
+            continue
+        try:
+            fd = os.open(flight_dir / name, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, b"1\n")
+                asked.append(name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return asked
+
+
+def node_evidence(seconds: float, flight_dir: str = "") -> Dict[str, Any]:
+    """Runs on one node: its ranks' flight-recorder dumps asked for, its GPUs' use and its Ray
+    workers' stacks, within ``seconds``."""
+    import socket
+    deadline = time.monotonic() + seconds
+    report: Dict[str, Any] = {"hostname": socket.gethostname(), "workers": ray_workers()}
+    if flight_dir:
+        report["flight_dumps_asked"] = request_dumps(Path(flight_dir))
+    if shutil.which("nvidia-smi"):
+        report["nvidia-smi"] = _bounded(["nvidia-smi", "--query-gpu=index,utilization.gpu,"
+                                         "memory.used,memory.total", "--format=csv"], deadline)
+    if shutil.which("py-spy"):
+        dumps = {}
+        for worker in report["workers"][:STACKS_PER_NODE]:
+            dumps[str(worker["pid"])] = _bounded(["py-spy", "dump", "--pid", str(worker["pid"])],
+                                                 deadline)
+        report["py-spy"] = dumps
+    else:
+        report["py-spy"] = "py-spy is not on this node's PATH: no stacks (pip install py-spy)"
+    return report
+
+
+def _bounded(command: List[str], deadline: float) -> str:
+    try:
+        out = subprocess.run(command, capture_output=True, text=True,
+                             timeout=max(deadline - time.monotonic(), 1.0))
+        return (out.stdout + out.stderr)[-EVIDENCE_BYTES:]
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{command[0]}: {exc}"
+
+
+def cluster_evidence(flight_dir: Path, seconds: float = NODE_SECONDS) -> Dict[str, Any]:
+    """One node_evidence task per live node, all in flight; whatever answers within
+    ``seconds`` (a hung Ray included: the work runs in a daemon thread)."""
+    result: Dict[str, Any] = {"nodes": {}, "error": f"the Ray cluster did not answer within {seconds:g} s"}
+
+    def collect() -> None:
+        try:
+            rayimport.extend_path()
+            import ray
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+            ray.init(address="auto", ignore_reinit_error=True, log_to_driver=False,
+                     logging_level="ERROR")
+            import twgrpo
+            ray.cloudpickle.register_pickle_by_value(twgrpo)
+            remote = ray.remote(num_cpus=0, max_retries=0)(node_evidence)
+            pending = {}
+            for node in ray.nodes():
+                if node.get("Alive"):
+                    strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+                    ref = remote.options(scheduling_strategy=strategy).remote(
+                        max(seconds - 10, seconds / 2), str(flight_dir))
+                    pending[ref] = node.get("NodeManagerAddress") or node["NodeID"]
+            ready, late = ray.wait(list(pending), num_returns=len(pending), timeout=seconds)
+            for ref in ready:
+                try:
+                    result["nodes"][pending[ref]] = ray.get(ref)
+                except Exception as exc:  # any Ray error is evidence
+                    result["nodes"][pending[ref]] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            for ref in late:
+                result["nodes"][pending[ref]] = {"error": f"no answer within {seconds:g} s"}
+            result.pop("error", None)
+        except Exception as exc:  # no ray, no cluster: say so and go on
+            result["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+
+    worker = threading.Thread(target=collect, daemon=True)
+    worker.start()
+    worker.join(seconds + 15)
+    return result
