@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summary: The smoke run across two Ray hosts that share one GPU machine (make smoke-2x1).
 
-Usage: dev/multihost-smoke.py SMOKE_DIR [--profile smoke-2x1]
+Usage: dev/multihost-smoke.py SMOKE_DIR [--profile smoke-2x1] [--fault block-peer|hang]
 
 The tutorial's cross-node chain for real: the test cluster's hosts (dev/netcluster.py:
 a network, UTS and mount namespace each, joined by a bridge; `ray start --node-ip-address`),
@@ -18,6 +18,15 @@ ray and verl 0.6.0's dependencies, and the verl 0.6.0 wheel (SMOKE_VERL_WHEEL, e
 shared storage goes with the cluster); the hosts' logs stay in SMOKE_DIR/cluster/.
 Exit codes: 0 SUCCESS; 2 this machine cannot run it (said at once, before anything starts);
 otherwise the launcher's exit code (1 a check failed).
+
+Faults, each a real multi-node failure the bundle must stop early (the run folder is kept):
+  block-peer  the last host's NCCL interface (NCCL_SOCKET_IFNAME=eth1) is on a subnet no other
+              host reaches: preflight must fail (reachability, the collective probe naming the
+              rank with NCCL's lines) before any training, within COLLECTIVE_TIMEOUT=30.
+  hang        once step 1 is logged, every verl worker (ray::WorkerDict) of the last host is
+              stopped (SIGSTOP), as a wedged GPU or driver leaves it: the training watchdog
+              (STALL_STEP_FLOOR=30) must stop the training with stall.json, the stacks of every
+              node and the flight-recorder dumps of the ranks still running.
 """
 import argparse
 import hashlib
@@ -26,8 +35,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -129,10 +140,53 @@ def unseen_root(smoke_dir: Path) -> Optional[str]:
     return None
 
 
+# The launcher's settings for each fault: a short collective timeout, a short stall floor.
+FAULT_ENV = {"block-peer": {"COLLECTIVE_TIMEOUT": "30"},
+             "hang": {"STALL_FIRST_STEP": "600", "STALL_STEP_FLOOR": "30"}}
+
+
+def block_peer(cluster, per: int):
+    """The last host's NCCL traffic on an interface no other host reaches (see --fault)."""
+    last = len(cluster.nodes) - 1
+    isolated = cluster.isolated_interface(last, "10.232.0.11")
+    isolated.__enter__()
+    cluster.restart_node(last, per, {"NCCL_SOCKET_IFNAME": "eth1"})
+    print(f"{PROG}: host {last}'s NCCL_SOCKET_IFNAME is eth1 (10.232.0.11/24, reached by no other host)")
+    return isolated
+
+
+def hang_after_step_1(cluster, run: Path, stop: threading.Event) -> threading.Thread:
+    """SIGSTOP every ray::WorkerDict process of the last host once training.log has step 1."""
+    def body() -> None:
+        log = run / "training.log"
+        while not stop.is_set():
+            text = log.read_text(errors="replace") if log.is_file() else ""
+            if "step:1 -" in text:
+                break
+            time.sleep(0.5)
+        else:
+            return
+        node = cluster.nodes[-1]
+        stopped = []
+        for pid in cluster.ns_pids(node):
+            try:
+                title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+            except OSError:
+                continue
+            if title.startswith(b"ray::WorkerDict"):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+        print(f"{PROG}: step 1 logged: SIGSTOP to host {node.index}'s verl workers {stopped}", flush=True)
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("smoke_dir", type=Path)
     parser.add_argument("--profile", default="smoke-2x1")
+    parser.add_argument("--fault", choices=sorted(FAULT_ENV), help="a real failure to inject")
     args = parser.parse_args(argv)
     unseen = unseen_root(args.smoke_dir)
     if unseen:
@@ -174,13 +228,19 @@ def main(argv=None) -> int:
     cluster.up(nodes, per, env=runtime_env(args.profile, storage), prepare=prepare,
                node_envs=[{"CUDA_VISIBLE_DEVICES": v} for v in visible])
     times["Ray hosts up"] = time.perf_counter() - started - times["inputs generated"]
+    isolated, stop = None, threading.Event()
     try:
+        if args.fault == "block-peer":
+            isolated = block_peer(cluster, per)
+        if args.fault == "hang":
+            hang_after_step_1(cluster, storage / "runs/verl/two-worker-grpo" / run_id, stop)
         command = subprocess.run([sys.executable, str(REPO / "prep" / "bundle.py"), "driver-command",
                                   str(storage), "--profile", args.profile, "--run-id", run_id,
                                   "--bundle-dir", str(BUNDLE_REL)],
                                  capture_output=True, text=True, check=True).stdout
         started = time.perf_counter()
-        out = cluster.driver(["bash", "-c", command], check=False, timeout=1500)
+        out = cluster.driver(["bash", "-c", command], env=FAULT_ENV.get(args.fault), check=False,
+                             timeout=1500)
         times["launcher"] = time.perf_counter() - started
         output = out.stdout + out.stderr
         (args.smoke_dir / f"{run_id}.driver-output.log").write_text(output)
@@ -191,6 +251,9 @@ def main(argv=None) -> int:
             kept.parent.mkdir(parents=True, exist_ok=True)
             shutil.copytree(run, kept, symlinks=True)
     finally:
+        stop.set()
+        if isolated is not None:
+            isolated.__exit__(None, None, None)
         started = time.perf_counter()
         cluster.down()
         times["Ray hosts stopped"] = time.perf_counter() - started

@@ -18,6 +18,7 @@ namespaces, also when the caller failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -243,6 +244,22 @@ class Cluster:
 
     def ns_pids(self, node: Node) -> List[int]:
         return netns.ns_pids().get(node.ns, []) if netns else []
+
+    @contextlib.contextmanager
+    def isolated_interface(self, index: int, address: str, name: str = "eth1"):
+        """A second interface, up, on one host, on a subnet no other host can reach (a veth pair
+        whose peer stays in the host: the dummy kind may be absent); removed afterwards."""
+        with IPRoute(netns=self.nodes[index].ns) as ns:
+            ns.link("add", ifname=name, kind="veth", peer=f"{name}p")
+            link = ns.link_lookup(ifname=name)[0]
+            ns.addr("add", index=link, address=address, prefixlen=24)
+            ns.link("set", index=link, state="up")
+            ns.link("set", index=ns.link_lookup(ifname=f"{name}p")[0], state="up")
+        try:
+            yield
+        finally:
+            with IPRoute(netns=self.nodes[index].ns) as ns:
+                ns.link("del", index=ns.link_lookup(ifname=name)[0])
 
     def wait_nodes(self, count: int, timeout: float = 120.0) -> None:
         code = ("import ray, sys; ray.init(address='auto', logging_level='ERROR', log_to_driver=False); "

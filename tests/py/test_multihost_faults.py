@@ -5,7 +5,6 @@ any GPU time. One 2-node x 2-GPU cluster serves the module; each test puts the h
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 
 import pytest
 from test_multihost_cluster import BUNDLE_REL, Preflight, gpus_file, node_variant, stub_table, up
@@ -69,25 +68,8 @@ def test_two_hosts_with_one_hostname(cluster, request):
     assert result.errors == {("PRE-E041", "node 1 (worker node-0 10.231.0.11)")}
 
 
-@contextmanager
-def second_interface(cluster, index, address):
-    """A second interface that is up on one host, on a subnet no other host can reach."""
-    from pyroute2 import IPRoute
-    with IPRoute(netns=cluster.nodes[index].ns) as ns:  # a veth pair: the dummy kind may be absent
-        ns.link("add", ifname="eth1", kind="veth", peer="eth1p")
-        link = ns.link_lookup(ifname="eth1")[0]
-        ns.addr("add", index=link, address=address, prefixlen=24)
-        ns.link("set", index=link, state="up")
-        ns.link("set", index=ns.link_lookup(ifname="eth1p")[0], state="up")
-    try:
-        yield
-    finally:
-        with IPRoute(netns=cluster.nodes[index].ns) as ns:
-            ns.link("del", index=ns.link_lookup(ifname="eth1")[0])
-
-
 def test_nccl_interface_no_peer_can_reach(cluster, request):
-    with second_interface(cluster, 1, "10.232.0.11"):
+    with cluster.isolated_interface(1, "10.232.0.11"):
         unset = preflight(cluster, request)
         with node_variant(cluster, 1, env={"NCCL_SOCKET_IFNAME": "eth1"}):
             blocked = preflight(cluster, request)
