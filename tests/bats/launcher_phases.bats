@@ -157,7 +157,7 @@ launch_and_signal() {  # launch_and_signal FILE SIGNAL
   run=$(run_dir "$RUN_ID")
   dump=$STANDIN_DUMP
   python3 - "$dump" "$STORAGE" "$run" <<'PY'
-import json, sys
+import json, os, sys
 dump, storage, run = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 env = dump["env"]
 want = {"NCCL_IB_DISABLE": "1", "NCCL_DEBUG": "INFO", "GLOO_LOG_LEVEL": "INFO",
@@ -173,7 +173,7 @@ for item in ("trainer.nnodes=1", "trainer.n_gpus_per_node=2", "+ray_kwargs.ray_i
              "+ray_kwargs.ray_init.runtime_env.env_vars.NCCL_IB_DISABLE='1'",
              f"trainer.default_local_dir={run}/checkpoints", "actor_rollout_ref.rollout.name=hf",
              "+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_NCCL_DUMP_ON_TIMEOUT='1'",
-             f"+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_NCCL_DEBUG_INFO_PIPE_FILE='{run}/nccl-flight/rank_'"):
+             f"+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_NCCL_DEBUG_INFO_PIPE_FILE='/tmp/twgrpo-nccl-{os.path.basename(run)}-rank_'"):
     assert item in argv, item
 PY
   # resolved-command.txt is the exact argv, shell-quoted

@@ -46,8 +46,9 @@ def test_a_late_rank_is_named_with_its_stage_and_ncclss_interface_lines(tmp_path
     [found] = collective.judge(ctx, {0: done(0, 2), 1: {"rank": 1, "ordinal": 1, "late": True, **late}},
                                tmp_path, 30)
     assert found.id == "PRE-E071"
-    assert found.message.startswith("did not finish the collective probe within 30 s: its last stage "
-                                    "was initialised; NCCL: node-1:7:9 [0] NCCL WARN socketProgress")
+    assert found.message.startswith("had not finished the collective probe when it stopped waiting "
+                                    "(30 s): its last stage was initialised; NCCL: node-1:7:9 [0] "
+                                    "NCCL WARN socketProgress")
     assert "NET/Socket : Using [0]eth1:10.232.0.11<0>" in found.message and "cudaDriver" not in found.message
 
 

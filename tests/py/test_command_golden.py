@@ -79,7 +79,7 @@ ADDITIONS = [
     "+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_NCCL_DUMP_ON_TIMEOUT='1'",
     f"+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_NCCL_DEBUG_INFO_TEMP_FILE='{RUN}/nccl-flight/rank_'",
     f"+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_FR_DUMP_TEMP_FILE='{RUN}/nccl-flight/rank_'",
-    f"+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_NCCL_DEBUG_INFO_PIPE_FILE='{RUN}/nccl-flight/rank_'",
+    "+ray_kwargs.ray_init.runtime_env.env_vars.TORCH_NCCL_DEBUG_INFO_PIPE_FILE='/tmp/twgrpo-nccl-exp-001-rank_'",
 ]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from twgrpo.checks.stall import LogFollower, StallClock
 from twgrpo.checks.stall_nodes import request_dumps
+from twgrpo.run import command
 from twgrpo.cli import main
 from verification import failed_ids
 
@@ -88,17 +89,28 @@ def test_a_training_that_ignores_term_is_killed_after_the_grace(tmp_path):
 
 
 def test_the_watchdog_asks_each_rank_on_this_node_for_its_flight_recorder_dump(tmp_path):
-    (tmp_path / "rank_0.pipe").touch()  # not a FIFO: never written
-    os.mkfifo(tmp_path / "rank_1.pipe")  # a FIFO nobody reads here: skipped, never blocks
-    os.mkfifo(tmp_path / "rank_2.pipe")
-    reader = os.open(tmp_path / "rank_2.pipe", os.O_RDONLY | os.O_NONBLOCK)  # a rank's monitor
+    prefix = f"{tmp_path}/twgrpo-nccl-run-1-rank_"
+    Path(prefix + "0.pipe").touch()  # not a FIFO: never written
+    os.mkfifo(prefix + "1.pipe")  # a FIFO nobody reads here: skipped, never blocks
+    os.mkfifo(prefix + "2.pipe")
+    os.mkfifo(tmp_path / "twgrpo-nccl-other-run-rank_0.pipe")  # another run's rank: not asked
+    reader = os.open(prefix + "2.pipe", os.O_RDONLY | os.O_NONBLOCK)  # a rank's NCCL monitor
+    other = os.open(tmp_path / "twgrpo-nccl-other-run-rank_0.pipe", os.O_RDONLY | os.O_NONBLOCK)
     try:
-        assert request_dumps(tmp_path) == ["rank_2.pipe"]
+        assert request_dumps(prefix) == ["twgrpo-nccl-run-1-rank_2.pipe"]
         assert os.read(reader, 16) == b"1\n"
+        assert os.read(other, 16) == b""  # never written (no writer: EOF)
     finally:
         os.close(reader)
-    assert (tmp_path / "rank_0.pipe").read_bytes() == b""
-    assert request_dumps(tmp_path / "missing") == []
+        os.close(other)
+    assert Path(prefix + "0.pipe").read_bytes() == b""
+    assert request_dumps(f"{tmp_path}/missing/rank_") == []
+
+
+def test_the_pipes_are_node_local_and_the_dumps_go_to_the_run_folder():
+    env = command.flight_recorder_env(Path("/mnt/v/runs/verl/two-worker-grpo/exp-7"))
+    assert env["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] == "/tmp/twgrpo-nccl-exp-7-rank_"
+    assert env["TORCH_FR_DUMP_TEMP_FILE"] == "/mnt/v/runs/verl/two-worker-grpo/exp-7/nccl-flight/rank_"
 
 
 RAY_TRAINING = """

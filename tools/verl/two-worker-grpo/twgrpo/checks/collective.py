@@ -23,6 +23,7 @@ from .collective_rank import collective_rank
 
 COLLECTIVE_SECONDS = 60.0
 MARGIN_SECONDS = 15.0  # for Ray to start the tasks' workers and return their reports
+AFTER_FAILURE_SECONDS = 10.0  # the other ranks' time to report, once one rank has failed
 # NCCL's lines that say which interface and transport a rank chose, and why it failed.
 NCCL_LINES = ("NET/Socket", "NET/IB", "NCCL WARN", "Bootstrap", "Init COMPLETE", "via NET/")
 NCCL_TAIL = 64 * 1024
@@ -55,28 +56,40 @@ def check_collective(ctx) -> List[Finding]:
                 "token": ctx.token.strip(), "seconds": seconds, "nccl": nccl}
         pending[remote.options(scheduling_strategy=strategy).remote(spec)] = (rank, ordinal)
     started = time.monotonic()
-    ready, late = ray.wait(list(pending), num_returns=len(pending), timeout=seconds + MARGIN_SECONDS)
+    results: Dict[int, Dict[str, Any]] = {}
+    late = _gather(ray, pending, results, started + seconds + MARGIN_SECONDS)
     ctx.collective["seconds"] = round(time.monotonic() - started, 3)
     ctx.collective.update(backend="nccl+gloo" if nccl else "gloo", world=len(ranks))
-    results: Dict[int, Dict[str, Any]] = {}
-    for ref in ready:
-        rank, ordinal = pending[ref]
-        try:
-            results[rank] = ray.get(ref)
-        except Exception as exc:  # the task's worker died: any Ray error is evidence
-            text = str(exc).strip()
-            results[rank] = {"rank": rank, "ordinal": ordinal, "error": f"{type(exc).__name__}: "
-                             f"{text.splitlines()[0][:300] if text else ''}"}
     for ref in late:
         rank, ordinal = pending[ref]
         ray.cancel(ref, force=True)
         results[rank] = {"rank": rank, "ordinal": ordinal, "late": True,
                          **_progress(folder, rank, ctx.token.strip())}
     ctx.collective["ranks"] = [_summary(results[r]) for r in sorted(results)]
-    return judge(ctx, results, folder, seconds)
+    return judge(ctx, results, folder, ctx.collective["seconds"])
 
 
-def judge(ctx, results: Dict[int, Dict[str, Any]], folder: Path, seconds: float) -> List[Finding]:
+def _gather(ray, pending: Dict[Any, Any], results: Dict[int, Dict[str, Any]], deadline: float) -> list:
+    """Reports as they come, until all are in or the deadline; once a rank has failed the others
+    cannot finish, so they get AFTER_FAILURE_SECONDS more to report their own side. Returns the
+    refs still out."""
+    out = list(pending)
+    while out and time.monotonic() < deadline:
+        ready, out = ray.wait(out, num_returns=1, timeout=max(deadline - time.monotonic(), 0))
+        for ref in ready:
+            rank, ordinal = pending[ref]
+            try:
+                results[rank] = ray.get(ref)
+            except Exception as exc:  # the task's worker died: any Ray error is evidence
+                text = str(exc).strip()
+                results[rank] = {"rank": rank, "ordinal": ordinal, "error": f"{type(exc).__name__}: "
+                                 f"{text.splitlines()[0][:300] if text else ''}"}
+            if "error" in results[rank]:
+                deadline = min(deadline, time.monotonic() + AFTER_FAILURE_SECONDS)
+    return out
+
+
+def judge(ctx, results: Dict[int, Dict[str, Any]], folder: Path, waited: float) -> List[Finding]:
     found = []
     world = len(results)
     for rank, result in sorted(results.items()):
@@ -84,8 +97,9 @@ def judge(ctx, results: Dict[int, Dict[str, Any]], folder: Path, seconds: float)
         lines = nccl_lines(folder / f"nccl-{rank}.log")
         if result.get("late"):
             found.append(finding(
-                "PRE-E071", where, f"did not finish the collective probe within {seconds:g} s: "
-                f"its last stage was {result.get('stage') or 'none (the task never started)'}"
+                "PRE-E071", where, f"had not finished the collective probe when it stopped waiting "
+                f"({waited:.0f} s): its last stage was "
+                f"{result.get('stage') or 'none (the task never started)'}"
                 + (f"; NCCL: {' | '.join(lines)}" if lines else ""), stage=result.get("stage"),
                 nccl_lines=lines))
         elif "error" in result:

@@ -7,8 +7,9 @@ platform kills it. Postflight reads stall.json (POST-E129).
 
 The evidence: this host's nvidia-smi and the py-spy stacks of the phase's processes; from every
 node of the Ray cluster (stall_nodes.py) its GPUs' use, its Ray workers' stacks and each NCCL
-rank's flight-recorder dump, asked for through the rank's pipe in <run>/nccl-flight/ (the
-worker environment enables the recorder: run/command.py); the dumps that came are listed.
+rank's flight-recorder dump, asked for through the rank's pipe in node-local /tmp and written
+to <run>/nccl-flight/ (the worker environment enables the recorder: run/command.py); the dumps
+that came are listed.
 
 Runs as `verify-two-worker-grpo-v1.py watch-training &` inside the training phase's process
 group, and ends by itself once the rest of that group has ended.
@@ -29,13 +30,13 @@ from typing import Any, Dict, List, Optional
 from ..formats.trainlines import METRIC_STEP
 from ..run.findings import Finding, UsageError, finding
 from ..run.records import read_json, write_json
-from ..run.command import FLIGHT_RECORDER
-from .stall_nodes import cluster_evidence
+from ..run.command import FLIGHT_RECORDER, flight_pipe_prefix
+from .stall_nodes import cluster_evidence, request_dumps
 
 CHUNK = 1 << 20
 LAST_LINE = 400
 EVIDENCE_BYTES = 64 * 1024
-FLIGHT_DIR = FLIGHT_RECORDER  # where the ranks' pipes and dumps are
+FLIGHT_DIR = FLIGHT_RECORDER  # where the ranks' dumps are written
 EVIDENCE_FILE = "stall-evidence.json"
 DUMP_WAIT = 10.0  # seconds the ranks get to write their flight-recorder dumps
 
@@ -145,14 +146,16 @@ def watch(run_dir: Path, clock: StallClock, poll: float = 1.0, group: Optional[i
     print(f"watch-training: training stalled after step {clock.last_step}: no step line for "
           f"{record['seconds_without_step']:g} s (limit {record['limit_seconds']:g} s); gathering "
           "evidence, then stopping the phase", flush=True)
-    flight = run_dir / FLIGHT_DIR
+    prefix = flight_pipe_prefix(run_dir.name)
+    asked = request_dumps(prefix) if not cluster else []  # with a cluster, each node asks its own
+    nodes = cluster_evidence(prefix) if cluster else {"skipped": "not asked"}
+    asked += [name for node in nodes.get("nodes", {}).values() if isinstance(node, dict)
+              for name in node.get("flight_dumps_asked") or []]
     # The stacks can be megabytes on a big cluster: they go to their own file, and stall.json
     # (which postflight reads) stays small.
-    write_json(run_dir / EVIDENCE_FILE, {
-        "this_host": evidence(group),
-        "cluster": cluster_evidence(flight) if cluster else {"skipped": "not asked"}})
+    write_json(run_dir / EVIDENCE_FILE, {"this_host": evidence(group), "cluster": nodes})
     record["evidence_file"] = EVIDENCE_FILE
-    record["flight_dumps"] = flight_dumps(flight, time.monotonic() + DUMP_WAIT)
+    record["flight_dumps"] = flight_dumps(run_dir / FLIGHT_DIR, time.monotonic() + (DUMP_WAIT if asked else 0))
     write_json(run_dir / "stall.json", record)
     print(f"watch-training: evidence in {run_dir / 'stall.json'} ({len(record['flight_dumps'])} "
           f"flight-recorder dump(s)); stopping the phase", flush=True)
@@ -162,17 +165,12 @@ def watch(run_dir: Path, clock: StallClock, poll: float = 1.0, group: Optional[i
 
 def flight_dumps(folder: Path, deadline: float) -> Dict[str, int]:
     """The flight-recorder dumps in folder (name: bytes), once none grew for a second or at
-    the deadline; at once when no rank made a pipe there (no recorder to wait for)."""
+    the deadline (now, when no rank was asked for one)."""
     seen: Dict[str, int] = {}
-    try:
-        if not any(name.endswith(".pipe") for name in os.listdir(folder)):
-            deadline = 0.0
-    except OSError:
-        return {}
     while True:
         try:
             now_seen = {e.name: e.stat().st_size for e in os.scandir(folder)
-                        if e.is_file(follow_symlinks=False) and not e.name.endswith(".pipe")}
+                        if e.is_file(follow_symlinks=False)}
         except OSError:
             return {}
         if (now_seen and now_seen == seen) or time.monotonic() > deadline:

@@ -3,8 +3,8 @@
 The training watchdog (stall.py) runs on the driver's node; verl's workers run on all of them.
 Before it stops the training, one task per live node (no CPU or GPU asked, so it runs beside
 busy workers) first asks each NCCL rank on that node for its flight-recorder dump (a write to
-the rank's pipe, TORCH_NCCL_DEBUG_INFO_PIPE_FILE: a pipe only reaches a reader on its own
-node), then reports the node's GPU utilisation and memory (nvidia-smi) and the Python stacks
+the rank's pipe in node-local /tmp, TORCH_NCCL_DEBUG_INFO_PIPE_FILE: run/command.py), then
+reports the node's GPU utilisation and memory (nvidia-smi) and the Python stacks
 of its Ray worker processes (py-spy dump, where py-spy is on the node's PATH). All of it is
 bounded: NODE_SECONDS for the tasks, STACKS_PER_NODE processes, EVIDENCE_BYTES a text; a
 cluster that does not answer is recorded as such and the watchdog goes on.
@@ -28,34 +28,36 @@ EVIDENCE_BYTES = 16 * 1024
 
 
 def ray_workers(proc: Path = Path("/proc")) -> List[Dict[str, Any]]:
-    """Ray worker processes of this node ("ray::<actor or task>" titles), idle ones left out."""
+    """Ray worker processes of this node ("ray::<actor or task>" titles, idle ones and this
+    task left out) with their scheduler state: T is stopped, D waits on I/O it cannot leave."""
     found = []
     for entry in proc.iterdir():
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             title = (entry / "cmdline").read_bytes()[:256].split(b"\0")[0].decode("utf-8", "replace")
+            stat = (entry / "stat").read_text()
         except OSError:
             continue
         if title.startswith("ray::") and not title.startswith("ray::IDLE"):
-            found.append({"pid": int(entry.name), "title": title})
+            fields = stat[stat.rfind(")") + 2:].split()
+            found.append({"pid": int(entry.name), "title": title, "state": fields[0] if fields else "?"})
     return sorted(found, key=lambda item: item["pid"])
 
 
-def request_dumps(flight_dir: Path) -> List[str]:
-    """Write to every rank pipe in flight_dir that has a reader on this node: torch's NCCL
-    monitor then dumps that rank's flight recorder next to it. Never blocks (O_NONBLOCK: a pipe
-    without a reader here is ENXIO and skipped); never writes to anything but a FIFO."""
+def request_dumps(prefix: str) -> List[str]:
+    """Write to every rank pipe <prefix><rank>.pipe that has a reader on this node: torch's NCCL
+    monitor then dumps that rank's flight recorder. Never blocks (O_NONBLOCK: a pipe without a
+    reader is ENXIO and skipped); never writes to anything but a FIFO."""
+    folder, stem = os.path.split(prefix)
     asked = []
     try:
-        names = sorted(os.listdir(flight_dir))[:1024]
+        names = sorted(n for n in os.listdir(folder or ".") if n.startswith(stem) and n.endswith(".pipe"))
     except OSError:
         return asked
-    for name in names:
-        if not name.endswith(".pipe"):
-            continue
+    for name in names[:1024]:
         try:
-            fd = os.open(flight_dir / name, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except OSError:
             continue
         try:
@@ -69,14 +71,14 @@ def request_dumps(flight_dir: Path) -> List[str]:
     return asked
 
 
-def node_evidence(seconds: float, flight_dir: str = "") -> Dict[str, Any]:
+def node_evidence(seconds: float, pipe_prefix: str = "") -> Dict[str, Any]:
     """Runs on one node: its ranks' flight-recorder dumps asked for, its GPUs' use and its Ray
     workers' stacks, within ``seconds``."""
     import socket
     deadline = time.monotonic() + seconds
     report: Dict[str, Any] = {"hostname": socket.gethostname(), "workers": ray_workers()}
-    if flight_dir:
-        report["flight_dumps_asked"] = request_dumps(Path(flight_dir))
+    if pipe_prefix:
+        report["flight_dumps_asked"] = request_dumps(pipe_prefix)
     if shutil.which("nvidia-smi"):
         report["nvidia-smi"] = _bounded(["nvidia-smi", "--query-gpu=index,utilization.gpu,"
                                          "memory.used,memory.total", "--format=csv"], deadline)
@@ -100,7 +102,7 @@ def _bounded(command: List[str], deadline: float) -> str:
         return f"{command[0]}: {exc}"
 
 
-def cluster_evidence(flight_dir: Path, seconds: float = NODE_SECONDS) -> Dict[str, Any]:
+def cluster_evidence(pipe_prefix: str, seconds: float = NODE_SECONDS) -> Dict[str, Any]:
     """One node_evidence task per live node, all in flight; whatever answers within
     ``seconds`` (a hung Ray included: the work runs in a daemon thread)."""
     result: Dict[str, Any] = {"nodes": {}, "error": f"the Ray cluster did not answer within {seconds:g} s"}
@@ -120,7 +122,7 @@ def cluster_evidence(flight_dir: Path, seconds: float = NODE_SECONDS) -> Dict[st
                 if node.get("Alive"):
                     strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
                     ref = remote.options(scheduling_strategy=strategy).remote(
-                        max(seconds - 10, seconds / 2), str(flight_dir))
+                        max(seconds - 10, seconds / 2), pipe_prefix)
                     pending[ref] = node.get("NodeManagerAddress") or node["NodeID"]
             ready, late = ray.wait(list(pending), num_returns=len(pending), timeout=seconds)
             for ref in ready:

@@ -79,14 +79,22 @@ def wandb(profile: Profile) -> bool:
 FLIGHT_RECORDER = "nccl-flight"
 
 
+def flight_pipe_prefix(run_id: str) -> str:
+    """Where each rank's dump-request pipe lives: node-local /tmp (a pipe only reaches a reader
+    on its own node, and a FIFO has no place among the run folder's files)."""
+    return f"/tmp/twgrpo-nccl-{run_id}-rank_"
+
+
 def flight_recorder_env(run: Path) -> Dict[str, str]:
     """torch's NCCL flight recorder on every rank: the last collectives kept in memory, dumped to
     <run>/nccl-flight/rank_<N> when a collective times out or when the training watchdog writes
-    to the rank's pipe there (checks/stall.py). Both spellings torch has used are set."""
-    prefix = str(run / FLIGHT_RECORDER / "rank_")
+    to the rank's pipe (flight_pipe_prefix, checks/stall.py). Both spellings torch has used are
+    set."""
+    dumps = str(run / FLIGHT_RECORDER / "rank_")
     return {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_FR_BUFFER_SIZE": "2000",
-            "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix,
-            "TORCH_FR_DUMP_TEMP_FILE": prefix, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": prefix}
+            "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": dumps,
+            "TORCH_FR_DUMP_TEMP_FILE": dumps,
+            "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": flight_pipe_prefix(run.name)}
 
 
 def worker_env(profile: Profile, run: Path) -> Dict[str, str]:
