@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Summary: Turn run folders a real GPU run left into a small test fixture.
 
-Usage: python3 dev/pack-fixture.py SRC DEST --from-root /tmp/kr/storage
+Usage: python3 dev/pack-fixture.py SRC DEST --from-root /tmp/kr/storage [--from-root ...]
          [--to-root /srv/two-worker-grpo/.smoke/storage]
 SRC holds run folders (as SMOKE_KEEP copies them); DEST must not exist. For every run folder:
-the machine's storage root is rewritten to --to-root in every text file; report.html is left
+the machine's storage root (each --from-root) is rewritten to --to-root in every text file; report.html is left
 out (tests render it again); the tensor bytes of every torch.save shard under actor/ are zeroed
 in place (each data/<n> member keeps its name and length, its CRC-32 is recomputed in the data
 descriptor and the central directory, so the shard stays a whole archive whose storages match
@@ -117,7 +117,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("src", type=Path)
     parser.add_argument("dest", type=Path)
-    parser.add_argument("--from-root", required=True)
+    parser.add_argument("--from-root", required=True, action="append")
     parser.add_argument("--to-root", default="/srv/two-worker-grpo/.smoke/storage")
     args = parser.parse_args()
     if args.dest.exists():
@@ -136,13 +136,14 @@ def main() -> int:
         print(f"pack-fixture: {shard.relative_to(args.dest)}: {zero_tensors(shard)} tensors zeroed")
     for run in runs:
         rehash_lineage(args.dest / run.name)
-        print(f"pack-fixture: {run.name}: {rewrite_root(args.dest / run.name, args.from_root, args.to_root)}"
-              " text files rewritten")
-    with tarfile.open(args.dest / "shards.tar.gz", "w:gz") as tar:
-        for shard in shards:
-            tar.add(shard, arcname=str(shard.relative_to(args.dest)))
-            shard.unlink()
-    print(f"pack-fixture: {len(shards)} shards packed in {args.dest / 'shards.tar.gz'}")
+        changed = sum(rewrite_root(args.dest / run.name, old, args.to_root) for old in args.from_root)
+        print(f"pack-fixture: {run.name}: {changed} text file rewrites")
+    if shards:
+        with tarfile.open(args.dest / "shards.tar.gz", "w:gz") as tar:
+            for shard in shards:
+                tar.add(shard, arcname=str(shard.relative_to(args.dest)))
+                shard.unlink()
+        print(f"pack-fixture: {len(shards)} shards packed in {args.dest / 'shards.tar.gz'}")
     return 0
 
 
