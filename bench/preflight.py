@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Summary: Preflight wall time on 2, 4 and 8 Ray nodes (real multi-host test clusters), and
 how long each cluster takes to come up, and what the OS and network checks add (the slowest
-node's system probe, the all-pairs reachability round). Probes run concurrently, so the ratio
-to 2 nodes should stay near flat. Needs root (network namespaces).
+node's system probe, the all-pairs reachability round, the collective probe over Gloo: the
+test cluster's GPUs are stubs). Probes run concurrently, so the ratio to 2 nodes should stay
+near flat. Needs root (network namespaces); the collective probe needs torch in the test venv.
 
 Usage: bench/preflight.py SCRATCH [--nodes 2 4 8]
 """
@@ -51,7 +52,8 @@ def main() -> int:
                 started = time.perf_counter()
                 out = cluster.driver([sys.executable, str(storage / BUNDLE / "verify-two-worker-grpo-v1.py"),
                                       "preflight", "--profile", "test-fixture", "--run-id", run.name,
-                                      "--storage-root", str(storage), "--output-dir", str(run)], check=False)
+                                      "--storage-root", str(storage), "--output-dir", str(run),
+                                      "--collective", "gloo"], check=False)
                 times.append(time.perf_counter() - started)
                 if out.returncode:
                     print(out.stdout[-2000:], out.stderr[-2000:])
@@ -60,15 +62,17 @@ def main() -> int:
                 # What the OS/network checks add: the slowest node's system probe (inside the
                 # concurrent probe round) and the all-pairs reachability round.
                 added.setdefault(nodes, []).append(
-                    (max(n["system"]["seconds"] for n in record["nodes"]), record["reach_seconds"]))
+                    (max(n["system"]["seconds"] for n in record["nodes"]), record["reach_seconds"],
+                     record["collective"]["seconds"] or 0.0))
             results[nodes] = (bring_up, min(times))
         finally:
             cluster.down()
     base = results[min(results)][1]
-    print("nodes  cluster up  preflight  ratio to 2 nodes  system probe  reachability")
+    print("nodes  cluster up  preflight  ratio to 2 nodes  system probe  reachability  collective")
     for nodes, (up, pre) in sorted(results.items()):
-        system, reach = min(added[nodes], key=lambda pair: sum(pair))
-        print(f"{nodes:5d}  {up:8.1f} s  {pre:7.1f} s  {pre / base:14.2f}x  {system:10.2f} s  {reach:10.2f} s")
+        system, reach, coll = min(added[nodes], key=sum)
+        print(f"{nodes:5d}  {up:8.1f} s  {pre:7.1f} s  {pre / base:14.2f}x  {system:10.2f} s  "
+              f"{reach:10.2f} s  {coll:8.2f} s")
     return 0
 
 
