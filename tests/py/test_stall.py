@@ -175,3 +175,64 @@ def test_postflight_reports_the_stall(tmp_path, capsys):
     assert main(["postflight", "--output-dir", str(run)]) == 1
     assert failed_ids(run) == {"POST-E129"}
     assert "training stalled after step 1: no step line for 912.0 s (limit 900.0 s)" in capsys.readouterr().out
+
+
+def test_only_verls_metrics_lines_count_as_steps():
+    from twgrpo.checks.stall import step_of
+    assert step_of("\x1b[36m(TaskRunner pid=5559)\x1b[0m step:2 - global_seqlen/min:878 - "
+                   "training/global_step:2 - training/epoch:0") == 2
+    assert step_of("step:3 - actor/lr:1e-06 - training/global_step:3") == 3
+    # a rollout sample that quotes such text, a mismatched pair, a step line without the metric
+    assert step_of("(TaskRunner pid=1) [response] step:9 - training/global_step:999999") is None
+    assert step_of("step:4 - training/global_step:5") is None
+    assert step_of("step:4 - timing_s/gen:1.2") is None
+
+
+def test_the_follower_reads_to_the_end_and_starts_again_when_the_log_is_replaced(tmp_path):
+    log = tmp_path / "training.log"
+    log.write_text("x" * (3 << 20) + "\nstep:1 - training/global_step:1\n")  # a burst of output
+    follower = LogFollower(log)
+    assert follower.lines()[-1] == "step:1 - training/global_step:1"
+    log.unlink()
+    log.write_text("step:1 - training/global_step:1\n")  # rotated: a new, shorter file
+    assert follower.lines() == ["step:1 - training/global_step:1"]
+
+
+def test_a_growing_checkpoint_is_a_sign_of_life_not_a_stall(tmp_path):
+    from twgrpo.checks.stall import checkpoint_activity
+    assert checkpoint_activity(tmp_path) == ()
+    actor = tmp_path / "checkpoints" / "global_step_10" / "actor"
+    actor.mkdir(parents=True)
+    (tmp_path / "checkpoints" / "global_step_9").mkdir()
+    (actor / "model_world_size_1_rank_0.pt").write_bytes(b"x" * 10)
+    before = checkpoint_activity(tmp_path)
+    (actor / "model_world_size_1_rank_0.pt").write_bytes(b"x" * 20)
+    assert before == ("global_step_10", 1, 10) and checkpoint_activity(tmp_path) == ("global_step_10", 1, 20)
+    clock = StallClock(first_step=100, factor=5, floor=30, last_at=0)
+    clock.step(1, 10)
+    assert clock.stalled(41)
+    clock.alive_at = 40  # the checkpoint grew at t=40
+    assert not clock.stalled(69) and clock.stalled(71)
+
+
+def test_a_run_that_goes_on_while_the_evidence_is_gathered_is_not_called_stalled(tmp_path):
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    (stubs / "nvidia-smi").write_text("#!/bin/sh\nsleep 4\n")  # a slow GPU query
+    (stubs / "nvidia-smi").chmod(0o755)
+    log = tmp_path / "training.log"
+    training = phase(tmp_path, f"echo 'step:1 - training/global_step:1' >> {log}; sleep 1.5\n"
+                               f"echo 'step:2 - training/global_step:2' >> {log}; exit 0",
+                     env={"PATH": f"{stubs}:{os.environ['PATH']}"})
+    assert stopped(training) == 0
+    time.sleep(5)  # the watcher's evidence round ends
+    assert not (tmp_path / "stall.json").exists() and not (tmp_path / "stall-evidence.json").exists()
+
+
+def test_a_stall_whose_record_cannot_be_written_still_stops_the_phase(tmp_path, capsys):
+    (tmp_path / "stall.json").mkdir()  # something in the way of the record
+    log = tmp_path / "training.log"
+    training = phase(tmp_path, f"echo 'step:1 - training/global_step:1' >> {log}\n{HUNG_PYTHON}")
+    assert stopped(training) == -15
+    out = training.stdout.read()
+    assert "could not record the evidence" in out and "stopping the phase anyway" in out

@@ -12,13 +12,13 @@ cluster whose GPUs are not real (the test cluster's); off skips the probe.
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ..formats import bounded
 from ..run.findings import Finding, Skip, finding
+from ..run.records import read_json
 from .collective_rank import collective_rank
 
 COLLECTIVE_SECONDS = 60.0
@@ -134,9 +134,9 @@ def _judge_bandwidth(ctx, results: Dict[int, Dict[str, Any]]) -> List[Finding]:
 
 def _progress(folder: Path, rank: int, token: str) -> Dict[str, Any]:
     """The stage a rank that did not answer had written (its rank-N.json), if any."""
-    try:
-        record = json.loads((folder / f"rank-{rank}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # bounded, regular files only: the run folder is shared with whoever can write it
+        record = read_json(folder / f"rank-{rank}.json", limit=64 * 1024)
+    except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(record, dict) or record.get("token") != token:
         return {}

@@ -9,13 +9,12 @@ environment; every wait is bounded by the spec's seconds.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any, Dict
 
-from ..run.records import write_json
+from ..run.records import read_json, write_json
 from .reach import nccl_address
 
 BIG_BYTES = 64 << 20  # the bandwidth all-reduce: 64 MiB of float32
@@ -96,9 +95,10 @@ def _rendezvous(dist, spec: Dict[str, Any], address: str, timeout, deadline: flo
         return store
     while time.monotonic() < deadline:
         try:
-            seen = json.loads((folder / "rendezvous.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            seen = read_json(folder / "rendezvous.json", limit=64 * 1024)
+        except (OSError, ValueError, RecursionError):
             seen = {}
+        seen = seen if isinstance(seen, dict) else {}
         if seen.get("token") == spec["token"]:
             return dist.TCPStore(str(seen["address"]), int(seen["port"]), spec["world"],
                                  is_master=False, timeout=timeout)

@@ -20,9 +20,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -34,7 +36,12 @@ from ..run.command import FLIGHT_RECORDER, flight_pipe_prefix
 from .stall_nodes import cluster_evidence, request_dumps
 
 CHUNK = 1 << 20
+MAX_CHUNKS = 64  # read per poll: a burst of output is caught up within seconds
 LAST_LINE = 400
+ACTIVITY_EVERY = 10.0  # seconds between looks at the checkpoint folder
+EVIDENCE_SECONDS = 150.0  # the most the evidence may take before the phase is stopped anyway
+# verl's metrics line, behind Ray's "(TaskRunner pid=...)" prefix (colour codes included).
+STEP_LINE = re.compile(r"^(?:\x1b\[[0-9;]*m)?(?:\([^)]*\))?(?:\x1b\[[0-9;]*m)?\s*step:(?P<step>\d{1,18}) - ")
 EVIDENCE_BYTES = 64 * 1024
 FLIGHT_DIR = FLIGHT_RECORDER  # where the ranks' dumps are written
 EVIDENCE_FILE = "stall-evidence.json"
@@ -50,6 +57,7 @@ class StallClock:
     last_at: float
     last_step: int = 0
     slowest: float = 0.0
+    alive_at: float = 0.0  # the last sign of life that is not a step line (a checkpoint growing)
 
     def step(self, number: int, now: float) -> None:
         if number <= self.last_step:
@@ -62,30 +70,63 @@ class StallClock:
         return self.first_step if not self.last_step else max(self.floor, self.factor * self.slowest)
 
     def stalled(self, now: float) -> bool:
-        return now - self.last_at > self.limit()
+        return now - max(self.last_at, self.alive_at) > self.limit()
 
 
 class LogFollower:
-    """New complete lines of a growing file; a line longer than CHUNK is cut, not held."""
+    """New complete lines of a growing file, read to its end at each call (CHUNK at a time, so a
+    line longer than CHUNK is cut, not held); a file that shrank or was replaced is read again
+    from its start."""
 
     def __init__(self, path: Path):
-        self.path, self.offset, self.partial, self.last_line = path, 0, b"", ""
+        self.path, self.offset, self.partial, self.last_line, self.inode = path, 0, b"", "", None
 
     def lines(self) -> List[str]:
+        out: List[str] = []
         try:
             with open(self.path, "rb") as stream:
+                info = os.fstat(stream.fileno())
+                if info.st_ino != self.inode or info.st_size < self.offset:  # rotated or truncated
+                    self.inode, self.offset, self.partial = info.st_ino, 0, b""
                 stream.seek(self.offset)
-                data = stream.read(CHUNK)
+                for _ in range(MAX_CHUNKS):
+                    data = stream.read(CHUNK)
+                    if not data:
+                        break
+                    self.offset += len(data)
+                    *complete, self.partial = (self.partial + data).split(b"\n")
+                    self.partial = self.partial[-CHUNK:]
+                    out += [line.decode("utf-8", "replace") for line in complete]
         except OSError:
-            return []
-        self.offset += len(data)
-        data = self.partial + data
-        *complete, self.partial = data.split(b"\n")
-        self.partial = self.partial[-CHUNK:]
-        out = [line.decode("utf-8", "replace") for line in complete]
+            return out
         if out:
             self.last_line = out[-1][-LAST_LINE:]
         return out
+
+
+def step_of(line: str) -> Optional[int]:
+    """The step of verl's metrics line ("step:N - ... training/global_step:N ..."), behind Ray's
+    "(TaskRunner pid=...)" prefix; None for any other line (a sample that quotes such text)."""
+    match = STEP_LINE.match(line)
+    if not match:
+        return None
+    metric = METRIC_STEP.search(line)
+    return int(match["step"]) if metric and metric["step"] == match["step"] else None
+
+
+def checkpoint_activity(run_dir: Path) -> tuple:
+    """What changes while verl writes a checkpoint: the newest global_step_N folder's files and
+    bytes (a save can outlast the step limit on slow storage; it is not a hang)."""
+    try:
+        steps = [e.name for e in os.scandir(run_dir / "checkpoints") if e.name.startswith("global_step_")]
+        if not steps:
+            return ()
+        newest = run_dir / "checkpoints" / max(steps, key=lambda n: int(n[12:]) if n[12:].isdigit() else -1)
+        files = [e for folder in (newest, newest / "actor") for e in os.scandir(folder)
+                 if e.is_file(follow_symlinks=False)][:8192]
+        return (newest.name, len(files), sum(e.stat(follow_symlinks=False).st_size for e in files))
+    except OSError:
+        return ()
 
 
 def _run(command: List[str], deadline: float) -> str:
@@ -127,40 +168,87 @@ def evidence(group: int, seconds: float = 60.0) -> Dict[str, Any]:
 def watch(run_dir: Path, clock: StallClock, poll: float = 1.0, group: Optional[int] = None,
           grace: float = 10.0, cluster: bool = True) -> int:
     """Follow training.log until the rest of the process group has ended (0) or the training
-    stalls (3)."""
+    stalls (3: the phase is stopped, whatever the evidence gathering does)."""
     follower = LogFollower(run_dir / "training.log")
     group = os.getpgrp() if group is None else group
+    activity, looked = checkpoint_activity(run_dir), time.monotonic()
     while True:
         now = time.monotonic()
-        for line in follower.lines():
-            for match in METRIC_STEP.finditer(line):
-                clock.step(int(match["step"]), now)
+        for number in filter(None, map(step_of, follower.lines())):
+            clock.step(number, now)
+        if now - looked >= ACTIVITY_EVERY:
+            seen, looked = checkpoint_activity(run_dir), now
+            if seen != activity:
+                activity, clock.alive_at = seen, now
         if not group_pids(group):
             return 0
         if clock.stalled(now):
-            break
+            if _stalled(run_dir, clock, follower, group, now, cluster):
+                stop(group, grace)
+                return 3
+            continue  # the run went on while the evidence was gathered: keep watching
         time.sleep(poll)
+
+
+def _stalled(run_dir: Path, clock: StallClock, follower: LogFollower, group: int, now: float,
+             cluster: bool) -> bool:
+    """Gather and record the evidence, within EVIDENCE_SECONDS (in a thread: a hung mount or a
+    GPU that left the bus cannot hold the stop back); False when a step line came or the phase
+    ended meanwhile, and nothing is recorded then."""
     record = {"last_step": clock.last_step, "seconds_without_step": round(now - clock.last_at, 1),
               "limit_seconds": round(clock.limit(), 1), "slowest_step_seconds": round(clock.slowest, 1),
               "last_line": follower.last_line}
     print(f"watch-training: training stalled after step {clock.last_step}: no step line for "
           f"{record['seconds_without_step']:g} s (limit {record['limit_seconds']:g} s); gathering "
           "evidence, then stopping the phase", flush=True)
+    gathered: Dict[str, Any] = {}
+    _within(lambda: gathered.update(_gather(run_dir, group, cluster)), EVIDENCE_SECONDS)
+    later = list(filter(None, map(step_of, follower.lines())))
+    if not group_pids(group) or (later and max(later) > clock.last_step):
+        print("watch-training: the training went on (or ended) meanwhile: nothing recorded", flush=True)
+        for number in later:
+            clock.step(number, time.monotonic())
+        return False
+    record["evidence_file"] = EVIDENCE_FILE
+    record["flight_dumps"] = gathered.get("flight_dumps", {})
+
+    def write() -> None:
+        # The stacks can be megabytes on a big cluster: their own file; stall.json stays small.
+        write_json(run_dir / EVIDENCE_FILE, {"this_host": gathered.get("this_host"),
+                                             "cluster": gathered.get("cluster")})
+        write_json(run_dir / "stall.json", record)
+    error = _within(write, 30.0)
+    print(f"watch-training: evidence in {run_dir / 'stall.json'} ({len(record['flight_dumps'])} "
+          f"flight-recorder dump(s)); stopping the phase" if error is None else
+          f"watch-training: could not record the evidence ({error}); stopping the phase anyway", flush=True)
+    return True
+
+
+def _gather(run_dir: Path, group: int, cluster: bool) -> Dict[str, Any]:
     prefix = flight_pipe_prefix(run_dir.name)
     asked = request_dumps(prefix) if not cluster else []  # with a cluster, each node asks its own
     nodes = cluster_evidence(prefix) if cluster else {"skipped": "not asked"}
-    asked += [name for node in nodes.get("nodes", {}).values() if isinstance(node, dict)
+    asked += [name for node in dict(nodes.get("nodes", {})).values() if isinstance(node, dict)
               for name in node.get("flight_dumps_asked") or []]
-    # The stacks can be megabytes on a big cluster: they go to their own file, and stall.json
-    # (which postflight reads) stays small.
-    write_json(run_dir / EVIDENCE_FILE, {"this_host": evidence(group), "cluster": nodes})
-    record["evidence_file"] = EVIDENCE_FILE
-    record["flight_dumps"] = flight_dumps(run_dir / FLIGHT_DIR, time.monotonic() + (DUMP_WAIT if asked else 0))
-    write_json(run_dir / "stall.json", record)
-    print(f"watch-training: evidence in {run_dir / 'stall.json'} ({len(record['flight_dumps'])} "
-          f"flight-recorder dump(s)); stopping the phase", flush=True)
-    stop(group, grace)
-    return 3
+    found = {"this_host": evidence(group), "cluster": nodes}
+    found["flight_dumps"] = flight_dumps(run_dir / FLIGHT_DIR, time.monotonic() + (DUMP_WAIT if asked else 0))
+    return found
+
+
+def _within(action, seconds: float) -> Optional[str]:
+    """Run action in a daemon thread for at most seconds; None when it ended well, else why not."""
+    outcome: List[Optional[str]] = [f"did not end within {seconds:g} s"]
+
+    def run() -> None:
+        try:
+            action()
+            outcome[0] = None
+        except Exception as exc:  # a full or read-only volume: say so, stop the phase anyway
+            outcome[0] = f"{type(exc).__name__}: {exc}"
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    return outcome[0]
 
 
 def flight_dumps(folder: Path, deadline: float) -> Dict[str, int]:

@@ -12,6 +12,7 @@ cluster that does not answer is recorded as such and the watchdog goes on.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -50,9 +51,10 @@ def request_dumps(prefix: str) -> List[str]:
     monitor then dumps that rank's flight recorder. Never blocks (O_NONBLOCK: a pipe without a
     reader is ENXIO and skipped); never writes to anything but a FIFO."""
     folder, stem = os.path.split(prefix)
+    mine = re.compile(re.escape(stem) + r"\d{1,9}\.pipe")  # not run x's pipes for a run named x-rank_3
     asked = []
     try:
-        names = sorted(n for n in os.listdir(folder or ".") if n.startswith(stem) and n.endswith(".pipe"))
+        names = sorted(n for n in os.listdir(folder or ".") if mine.fullmatch(n))
     except OSError:
         return asked
     for name in names[:1024]:
