@@ -2,11 +2,15 @@
 """Summary: The checkpoint check at the size of real runs, against the read floor, cold and warm.
 
 Usage: bench/checkpoint.py SCRATCH [--gib16 4] [--gib512 2.25] [--log-mib 256] [--only NAME ...]
+                            [--baseline BUNDLE] [--no-walk]
 Cases (generated under SCRATCH, removed by bench/run.sh): FSDP2-shaped shards (tests/lib/
 torchlike.py, 339 DTensors a model shard) for 16 ranks and for 512 ranks, each checked by
 postflight's shard check (after), by the serial opcode walk it replaces (before, warm), and
 read by `cat`, `cat` in parallel (xargs -P cores) and zipfile's own test (`python -m zipfile -t`
 in one process); cold means every file dropped from the page cache (posix_fadvise) first.
+--baseline BUNDLE adds the same check by another copy of tools/verl/two-worker-grpo (a
+worktree of an older commit, say), cold and warm, in the same run; --no-walk leaves out the
+serial opcode walk (about 100 s on 512 ranks).
 Then postflight of a 64-node x 8-GPU run (those 512 ranks' shards, a log of --log-mib) against
 its log pass alone, and the charts of a 10,000-step, 64-tag TensorBoard file.
 Reports seconds and ratios measured in this one run. Targets: 16 ranks cold within 1.3x of the
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 HERE = Path(__file__).resolve().parent
 BUNDLE = HERE.parent / "tools" / "verl" / "two-worker-grpo"
@@ -78,11 +83,11 @@ def timed(argv: list, paths: list, cold: bool) -> float:
     return time.perf_counter() - started
 
 
-def check(paths: list, mode: str, cold: bool) -> float:
+def check(paths: list, mode: str, cold: bool, bundle: Path = BUNDLE) -> float:
     if cold:
         drop_cache(paths)
     data = "\0".join(str(p) for p in paths)
-    out = subprocess.run([sys.executable, "-c", CHECK, str(BUNDLE), mode], input=data, text=True,
+    out = subprocess.run([sys.executable, "-c", CHECK, str(bundle), mode], input=data, text=True,
                          capture_output=True, check=True).stdout
     result = json.loads(out)
     assert result["bad"] == 0, result
@@ -98,7 +103,7 @@ def ziptest(paths: list, cold: bool) -> float:
     return float(out[0])
 
 
-def bench_set(name: str, paths: list, before: bool) -> dict:
+def bench_set(name: str, paths: list, before: bool, baseline: Optional[Path] = None) -> dict:
     size = sum(p.stat().st_size for p in paths)
     print(f"{name}: {len(paths)} files, {size / (1 << 30):.2f} GiB, {CORES} cores")
     rows = {}
@@ -112,13 +117,17 @@ def bench_set(name: str, paths: list, before: bool) -> dict:
             "zipfile -t": ziptest(paths, cold),
             "after": check(paths, "after", cold),
         }
+        if baseline is not None:
+            rows[label]["baseline"] = check(paths, "after", cold, baseline)
         if before and not cold:
             rows[label]["before"] = check(paths, "before", False)
         row = rows[label]
         print(f"  {label}: " + ", ".join(f"{k} {v:.2f} s" for k, v in row.items()))
         print(f"  {label}: check / cat -P {row['after'] / row['cat -P']:.2f}x, check / zipfile -t "
               f"{row['after'] / row['zipfile -t']:.2f}x"
-              + (f", before / after {row['before'] / row['after']:.1f}x" if "before" in row else ""))
+              + (f", before / after {row['before'] / row['after']:.1f}x" if "before" in row else "")
+              + (f", baseline / after {row['baseline'] / row['after']:.2f}x (baseline / cat -P "
+                 f"{row['baseline'] / row['cat -P']:.2f}x)" if "baseline" in row else ""))
     return rows
 
 
@@ -202,14 +211,17 @@ def main() -> int:
     parser.add_argument("--gib512", type=float, default=2.25)
     parser.add_argument("--log-mib", type=int, default=256)
     parser.add_argument("--only", nargs="*", default=["16", "512", "postflight", "report"])
+    parser.add_argument("--baseline", type=Path, help="another bundle folder, checked alike")
+    parser.add_argument("--no-walk", action="store_true", help="leave out the serial opcode walk")
     args = parser.parse_args()
     args.scratch.mkdir(parents=True, exist_ok=True)
     if "16" in args.only:
-        bench_set("16 ranks", make_set(args.scratch / "r16", 16, int(args.gib16 * (1 << 30))), True)
+        bench_set("16 ranks", make_set(args.scratch / "r16", 16, int(args.gib16 * (1 << 30))),
+                  not args.no_walk, args.baseline)
     if "512" in args.only or "postflight" in args.only:
         shards512 = make_set(args.scratch / "r512", 512, int(args.gib512 * (1 << 30)))
         if "512" in args.only:
-            bench_set("512 ranks", shards512, True)
+            bench_set("512 ranks", shards512, not args.no_walk, args.baseline)
         if "postflight" in args.only:
             bench_postflight(args.scratch, shards512, args.log_mib)
     if "report" in args.only:

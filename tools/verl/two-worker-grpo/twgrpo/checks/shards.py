@@ -9,6 +9,7 @@ CRCs in slices of about SLICE bytes, each slice a task of its own.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -42,7 +43,30 @@ def problem(path: Path, crc: bool = True) -> Tuple[Problem, Optional[list]]:
 
 
 def _batch(paths: Sequence[str]) -> List[Problem]:
-    return [problem(Path(p))[0] for p in paths]
+    found = []
+    for index, path in enumerate(paths):
+        if index + 1 < len(paths):  # the disk reads the next file while this one is checked
+            _prefetch(paths[index + 1])
+        found.append(problem(Path(path))[0])
+    return found
+
+
+def _prefetch(path: str) -> None:
+    """Ask the kernel to start reading a regular file into the page cache, and return at once
+    (posix_fadvise WILLNEED); only a hint: anything else, or any error, is left alone."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(handle, 0, 0, os.POSIX_FADV_WILLNEED)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
 
 
 def _layout(path: str) -> Tuple[Problem, Optional[list]]:
