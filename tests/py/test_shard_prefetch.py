@@ -16,11 +16,16 @@ def test_a_batch_asks_for_the_next_file_while_it_checks_one(tmp_path, monkeypatc
     monkeypatch.setattr(os, "posix_fadvise", lambda fd, offset, length, advice: events.append(
         ("ask", os.readlink(f"/proc/self/fd/{fd}"), advice)))
     checked = shards.problem
-    monkeypatch.setattr(shards, "problem", lambda path, crc=True: events.append(("check", str(path))) or checked(path, crc))
+
+    def problem(path, crc=True):
+        events.append(("check", str(path)))
+        return checked(path, crc)
+
+    monkeypatch.setattr(shards, "problem", problem)
     assert shards._batch(paths) == [None, None, None]
     ask = os.POSIX_FADV_WILLNEED
-    assert events == [("ask", paths[1], ask), ("check", paths[0]), ("ask", paths[2], ask), ("check", paths[1]),
-                      ("check", paths[2])]
+    assert events == [("ask", paths[1], ask), ("check", paths[0]), ("ask", paths[2], ask),
+                      ("check", paths[1]), ("check", paths[2])]
 
 
 def test_only_a_regular_file_is_asked_for(tmp_path, monkeypatch):

@@ -34,7 +34,8 @@ def mutants(seeds, count, seed):
             data = data[:rng.randrange(len(data))]
         else:
             for _ in range(rng.randint(1, 3)):  # most into the central directory and its neighbours
-                at = rng.randrange(max(0, len(data) - 3000), len(data)) if rng.random() < 0.6 else rng.randrange(len(data))
+                near_end = rng.random() < 0.6
+                at = rng.randrange(max(0, len(data) - 3000) if near_end else 0, len(data))
                 data[at] = rng.randrange(256)
         yield bytes(data)
 
@@ -113,8 +114,8 @@ FAULTS = {  # (the change, what the finding says); entry 2 is data/0
     "stray bytes after the end": (lambda d: d + b"x", "stray bytes after the zip end record"),
     "no end record": (lambda d: d[:-30], "no zip end record"),
     "a multi-disk archive": (lambda d: patched(d, (len(d) + END + 4, "<H", 1)), "multi-disk"),
-    "more entries than fit": (lambda d: patched(d, (len(d) + END + 8, "<H", 999), (len(d) + END + 10, "<H", 999)),
-                              "cannot fit"),
+    "more entries than fit": (lambda d: patched(d, (len(d) + END + 8, "<H", 999),
+                                                (len(d) + END + 10, "<H", 999)), "cannot fit"),
     "zip64 without its locator": (lambda d: patched(d, (len(d) + END + 16, "<I", 0xFFFFFFFF)), "without a zip64 locator"),
     "a central entry malformed": (lambda d: patched(d, (central(d, 3), "<I", 0)), "entry 3 is malformed"),
     "a central entry cut off": (lambda d: patched(d, (central(d, 5) + 28, "<H", 60000)), "entry 5 is cut off"),
@@ -124,7 +125,8 @@ FAULTS = {  # (the change, what the finding says); entry 2 is data/0
     "no local header": (lambda d: patched(d, (local(d, 2), "<I", 0)), "no local header at byte"),
     "a local header naming another": (lambda d: patched(d, (local(d, 2) + 30, "<B", ord("X"))), "names another file"),
     "overlapping entries": (lambda d: patched(d, (central(d, 3) + 42, "<I", local(d, 1))), "overlaps the entry before"),
-    "an entry past the directory": (lambda d: patched(d, (central(d, 2) + 20, "<I", 1 << 30), (central(d, 2) + 24, "<I", 1 << 30)),
+    "an entry past the directory": (lambda d: patched(d, (central(d, 2) + 20, "<I", 1 << 30),
+                                                      (central(d, 2) + 24, "<I", 1 << 30)),
                                     "runs past the central directory"),
     "a CRC wrong": (lambda d: patched(d, (central(d, 2) + 16, "<I", 12345)), "data/0 fails its CRC check"),
 }

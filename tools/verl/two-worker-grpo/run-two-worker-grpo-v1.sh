@@ -69,7 +69,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=cd2c804c34545311cb0fb39cd6b4e681ad68d6a82f9f8fb0a2a84af562981091
+readonly BUNDLE_SUMS_SHA256=746b19f8fae6095063c79b3951d31bcf14144697dc31777bb8b9398e58277ec8
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -85,7 +85,8 @@ def walk(source, count: int, cd_offset: int, cd_size: int, spans: Optional[list]
     found = Found()
     found.spans = spans
     view = memoryview(source) if isinstance(source, bytes) else None  # CRCs without copies
-    unpack, local_unpack, crc32 = struct.Struct(_CENTRAL).unpack, struct.Struct(_LOCAL).unpack, zlib.crc32
+    unpack, local_unpack = struct.Struct(_CENTRAL).unpack, struct.Struct(_LOCAL).unpack
+    crc32 = zlib.crc32
     sizes, present = found.sizes, found.present
     storages, key = b"", 0  # b"<top>/data/" once the first entry named the folder; next key
     digits = _digits(count)
