@@ -32,10 +32,9 @@ teardown() {
 
 # KILL every process of one session, by pid: what a reclaimed VM does to the whole job.
 kill_session() {  # kill_session SID
-  local pid
-  for pid in $(ps -eo pid=,sid= | awk -v sid="$1" '$2 == sid {print $1}'); do
-    kill -KILL "$pid" 2>/dev/null || true
-  done
+  local -a pids
+  mapfile -t pids < <(ps -eo pid=,sid= | awk -v sid="$1" '$2 == sid {print $1}')
+  ((${#pids[@]} == 0)) || kill -KILL "${pids[@]}" 2>/dev/null || true  # one call: all at once
 }
 
 # The Driver command as a job of its own (a new session), in the background; sets JOB_SID.
@@ -95,8 +94,10 @@ verify_runs() {
   assert_equal "$(lineage spot.2 from_run_id)" spot
   assert_equal "$(lineage spot.2 step)" 1
   run lineage spot.2 earlier_ended
-  assert_output --partial "no heartbeat for longer than its lease: last beat"
-  assert_output --partial "lease 3 s, state alive"
+  # Lost either way: the lease ran out, or (the KILLs are not one instant) the heartbeat process
+  # outlived the launcher by a moment and said so; never a hand-written marker.
+  assert_output --regexp "(no heartbeat for longer than its lease|its launcher ended without a verdict): last beat"
+  assert_output --partial "lease 3 s, state"
   assert_file_not_exist "$(run_dir spot)/FAILED"  # the lost run is only read
   assert_equal "$(field spot.2 heartbeat.json state)" ended
   verify_runs
