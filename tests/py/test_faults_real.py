@@ -4,7 +4,6 @@ preflight by reachability and the collective probe before any training, and a ho
 workers hung after step 1, stopped by the training watchdog with the evidence of both nodes.
 Tests read copies; postflight judges the hung run again from its files."""
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from twgrpo.cli import main
 from twgrpo.run import command
 from twgrpo.run.runverdict import latest_verdict
 from verification import failed_ids
+from realruns import copy_runs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real-2x1-faults"
 BLOCKED = "smoke-2x1-20261203T145217Z-468"
@@ -22,11 +22,7 @@ NODE0, NODE1 = "node 0 (head node-0 10.231.0.10)", "node 1 (worker node-1 10.231
 
 @pytest.fixture
 def root(tmp_path):
-    runs = command.run_dir(tmp_path, "x").parent
-    runs.mkdir(parents=True)
-    for name in (BLOCKED, HUNG):
-        shutil.copytree(FIXTURES / name, runs / name)
-    return tmp_path
+    return copy_runs(FIXTURES, (BLOCKED, HUNG), tmp_path)
 
 
 def errors(record):

@@ -4,8 +4,6 @@ job left no FAILED, only a heartbeat that ran out, and reads PREEMPTED; the very
 re-run became attempt <RUN_ID>.2, resumed from its own copy of the step-1 checkpoint and passes
 postflight from its files; faults injected into copies raise their finding ids."""
 import json
-import shutil
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from twgrpo.formats import trainlog
 from twgrpo.run import command, heartbeat
 from twgrpo.run.findings import UsageError
 from twgrpo.run.runverdict import latest_verdict
+from realruns import copy_runs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real-kill-resume-run"
 LOST = next(p.name for p in FIXTURES.glob("kill-*") if not p.name.endswith(".2"))
@@ -24,15 +23,7 @@ RETRY = f"{LOST}.2"
 @pytest.fixture
 def root(tmp_path):
     """Both run folders under a storage root, shards unpacked, the retry's verdict removed."""
-    runs = command.run_dir(tmp_path, "x").parent
-    runs.mkdir(parents=True)
-    for name in (LOST, RETRY):
-        shutil.copytree(FIXTURES / name, runs / name)
-    with tarfile.open(FIXTURES / "shards.tar.gz") as tar:
-        tar.extractall(runs, filter="data")
-    for name in ("SUCCESS", "verification.json", "actor-placement.json"):
-        (runs / RETRY / name).unlink()
-    return tmp_path
+    return copy_runs(FIXTURES, (LOST, RETRY), tmp_path, rejudge=(RETRY,))
 
 
 def folder(root, run_id):

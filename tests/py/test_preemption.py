@@ -4,12 +4,9 @@ resume line, "took" to the last sign of life, lineage both ways in make runs and
 the parent's steps in the resumed run's charts, the saving in figures; the heartbeat's
 liveness (alive, lost, ended) in verdicts, in the resume phase and in retries as attempts."""
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -19,6 +16,7 @@ from twgrpo.cli import main
 from twgrpo.run import command, heartbeat
 from twgrpo.run.findings import UsageError
 from twgrpo.run.runverdict import latest_verdict
+from realruns import copy_runs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real-resume-run"
 EARLIER = next(FIXTURES.glob("spot-*-a")).name
@@ -28,13 +26,7 @@ BUNDLE = Path(__file__).resolve().parents[2] / "tools" / "verl" / "two-worker-gr
 
 @pytest.fixture
 def root(tmp_path):
-    runs = command.run_dir(tmp_path, "x").parent
-    runs.mkdir(parents=True)
-    for name in (EARLIER, RESUMED):
-        shutil.copytree(FIXTURES / name, runs / name)
-    with tarfile.open(FIXTURES / "shards.tar.gz") as tar:
-        tar.extractall(runs, filter="data")
-    return tmp_path
+    return copy_runs(FIXTURES, (EARLIER, RESUMED), tmp_path)
 
 
 def folder(root, run_id):

@@ -2,14 +2,13 @@
 run passes postflight from its own files, the preempted one does not, the resume phase picks
 the same checkpoint again, and faults injected into copies raise their finding ids."""
 import json
-import shutil
-import tarfile
 from pathlib import Path
 
 import pytest
 from twgrpo.run import command
 from twgrpo.formats import trainlog
 from twgrpo.cli import main
+from realruns import copy_runs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real-resume-run"
 EARLIER = next(FIXTURES.glob("spot-*-a")).name
@@ -20,15 +19,7 @@ RESUMED = next(FIXTURES.glob("spot-*-b")).name
 def root(tmp_path):
     """Both run folders side by side under a storage root, shards unpacked, verdict records
     removed."""
-    runs = command.run_dir(tmp_path, "x").parent
-    runs.mkdir(parents=True)
-    for name in (EARLIER, RESUMED):
-        shutil.copytree(FIXTURES / name, runs / name)
-    with tarfile.open(FIXTURES / "shards.tar.gz") as tar:  # the shards, kept packed (README)
-        tar.extractall(runs, filter="data")
-    for name in ("SUCCESS", "verification.json", "actor-placement.json"):
-        (runs / RESUMED / name).unlink()
-    return tmp_path
+    return copy_runs(FIXTURES, (EARLIER, RESUMED), tmp_path, rejudge=(RESUMED,))
 
 
 def postflight(root, run_id):

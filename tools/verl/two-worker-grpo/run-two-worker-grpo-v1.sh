@@ -69,7 +69,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=746b19f8fae6095063c79b3951d31bcf14144697dc31777bb8b9398e58277ec8
+readonly BUNDLE_SUMS_SHA256=daddbe220aaeb1f8238d5f3b505fc3c5dbff8a28f97f04f5c3ec80fcaca33deb
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -27,12 +27,15 @@ def collective_rank(spec: Dict[str, Any]) -> Dict[str, Any]:
     report: Dict[str, Any] = {"rank": rank, "ordinal": spec["ordinal"], "stages": {}}
     started = time.monotonic()
 
+    def progress(**extra: Any) -> None:  # what the driver reads of a rank that does not answer
+        write_json(folder / f"rank-{rank}.json", {"rank": rank, "ordinal": spec["ordinal"],
+                                                  "token": spec["token"], "stage": report.get("stage"),
+                                                  "stages": report["stages"], **extra})
+
     def stage(name: str) -> None:
         report["stage"] = name
         report["stages"][name] = round(time.monotonic() - started, 3)
-        write_json(folder / f"rank-{rank}.json", {"rank": rank, "ordinal": spec["ordinal"],
-                                                  "token": spec["token"], "stage": name,
-                                                  "stages": report["stages"]})
+        progress()
 
     # Read by NCCL when its first communicator starts: set before any collective.
     os.environ["NCCL_DEBUG_FILE"] = str(folder / f"nccl-{rank}.log")
@@ -78,9 +81,7 @@ def collective_rank(spec: Dict[str, Any]) -> Dict[str, Any]:
     except Exception as exc:  # any failure is the evidence: its type and first line
         text = str(exc).strip()
         report["error"] = f"{type(exc).__name__}: {text.splitlines()[0][:400] if text else ''}"
-        write_json(folder / f"rank-{rank}.json", {"rank": rank, "ordinal": spec["ordinal"],
-                                                  "token": spec["token"], "stage": report.get("stage"),
-                                                  "stages": report["stages"], "error": report["error"]})
+        progress(error=report["error"])
     return report
 
 

@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from ..formats.trainlines import METRIC_STEP
 from ..run.findings import Finding, UsageError, finding
 from ..run.records import read_json, write_json
 from ..run.command import FLIGHT_RECORDER, flight_pipe_prefix
-from .stall_nodes import cluster_evidence, request_dumps
+from .stall_nodes import GPU_USE, bounded_output, cluster_evidence, request_dumps
 
 CHUNK = 1 << 20
 MAX_CHUNKS = 64  # read per poll: a burst of output is caught up within seconds
@@ -129,15 +128,6 @@ def checkpoint_activity(run_dir: Path) -> tuple:
         return ()
 
 
-def _run(command: List[str], deadline: float) -> str:
-    try:
-        out = subprocess.run(command, capture_output=True, text=True,
-                             timeout=max(min(30.0, deadline - time.monotonic()), 1.0))
-        return (out.stdout + out.stderr)[-EVIDENCE_BYTES:]
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{command[0]}: {exc}"
-
-
 def group_pids(group: int, proc: Path = Path("/proc")) -> List[int]:
     pids = []
     for entry in proc.iterdir():
@@ -157,10 +147,10 @@ def evidence(group: int, seconds: float = 60.0) -> Dict[str, Any]:
     deadline = time.monotonic() + seconds
     found: Dict[str, Any] = {"pids": group_pids(group)}
     if shutil.which("nvidia-smi"):
-        found["nvidia-smi"] = _run(["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used",
-                                    "--format=csv"], deadline)
+        found["nvidia-smi"] = bounded_output(GPU_USE, deadline, EVIDENCE_BYTES, most=30.0)
     if shutil.which("py-spy"):
-        found["py-spy"] = {str(pid): _run(["py-spy", "dump", "--pid", str(pid)], deadline)
+        found["py-spy"] = {str(pid): bounded_output(["py-spy", "dump", "--pid", str(pid)], deadline,
+                                                    EVIDENCE_BYTES, most=30.0)
                            for pid in found["pids"][:16] if time.monotonic() < deadline}
     return found
 

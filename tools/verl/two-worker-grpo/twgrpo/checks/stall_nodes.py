@@ -26,6 +26,7 @@ from . import rayimport
 NODE_SECONDS = 45.0
 STACKS_PER_NODE = 8
 EVIDENCE_BYTES = 16 * 1024
+GPU_USE = ["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used,memory.total", "--format=csv"]
 
 
 def ray_workers(proc: Path = Path("/proc")) -> List[Dict[str, Any]]:
@@ -82,24 +83,26 @@ def node_evidence(seconds: float, pipe_prefix: str = "") -> Dict[str, Any]:
     if pipe_prefix:
         report["flight_dumps_asked"] = request_dumps(pipe_prefix)
     if shutil.which("nvidia-smi"):
-        report["nvidia-smi"] = _bounded(["nvidia-smi", "--query-gpu=index,utilization.gpu,"
-                                         "memory.used,memory.total", "--format=csv"], deadline)
+        report["nvidia-smi"] = bounded_output(GPU_USE, deadline)
     if shutil.which("py-spy"):
         dumps = {}
         for worker in report["workers"][:STACKS_PER_NODE]:
-            dumps[str(worker["pid"])] = _bounded(["py-spy", "dump", "--pid", str(worker["pid"])],
-                                                 deadline)
+            dumps[str(worker["pid"])] = bounded_output(["py-spy", "dump", "--pid", str(worker["pid"])],
+                                                       deadline)
         report["py-spy"] = dumps
     else:
         report["py-spy"] = "py-spy is not on this node's PATH: no stacks (pip install py-spy)"
     return report
 
 
-def _bounded(command: List[str], deadline: float) -> str:
+def bounded_output(command: List[str], deadline: float, keep: int = EVIDENCE_BYTES,
+                   most: float = float("inf")) -> str:
+    """The tail (keep characters) of a command's output, run until the deadline (at least 1 s,
+    at most `most`); what went wrong instead, if it could not run or ran out of time."""
     try:
         out = subprocess.run(command, capture_output=True, text=True,
-                             timeout=max(deadline - time.monotonic(), 1.0))
-        return (out.stdout + out.stderr)[-EVIDENCE_BYTES:]
+                             timeout=max(min(most, deadline - time.monotonic()), 1.0))
+        return (out.stdout + out.stderr)[-keep:]
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{command[0]}: {exc}"
 
