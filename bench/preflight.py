@@ -2,8 +2,11 @@
 """Summary: Preflight wall time on 2, 4 and 8 Ray nodes (real multi-host test clusters), and
 how long each cluster takes to come up, and what the OS and network checks add (the slowest
 node's system probe, the all-pairs reachability round, the collective probe over Gloo: the
-test cluster's GPUs are stubs). Probes run concurrently, so the ratio to 2 nodes should stay
-near flat. Needs root (network namespaces); the collective probe needs torch in the test venv.
+test cluster's GPUs are stubs), and what the every-GPU and job-shape checks add (the slowest
+node's GPU health and limits probes, each node's own collective, verl's placement groups, the
+Ray ports and clocks round, the shared-volume trial). Probes run concurrently, so the ratio to
+2 nodes should stay near flat. Needs root (network namespaces); the collective probes need
+torch in the test venv.
 
 Usage: bench/preflight.py SCRATCH [--nodes 2 4 8]
 """
@@ -21,6 +24,10 @@ from dev import netcluster  # noqa: E402
 BUNDLE = Path("tools/verl/two-worker-grpo")
 
 
+class FixtureFailed(Exception):
+    """The test storage root could not be made (the message quotes the tool's last lines)."""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("scratch", type=Path)
@@ -30,19 +37,26 @@ def main() -> int:
     if reason:
         print(f"preflight bench skipped: {reason}")
         return 0
-    results, added = {}, {}
+    results, added, new = {}, {}, {}
     for nodes in args.nodes:
         root = args.scratch / f"c{nodes}"
         cluster = netcluster.Cluster(root)
 
         def prepare(storage: Path, nodes=nodes) -> None:
-            subprocess.run([sys.executable, str(REPO / "tests/lib/fixture.py"), str(storage),
-                            "--nodes", str(nodes), "--gpus-per-node", "2",
-                            f"--set=TRAIN_BATCH_SIZE={2 * nodes}", f"--set=PPO_MINI_BATCH_SIZE={2 * nodes}"],
-                           check=True, capture_output=True)
+            made = subprocess.run([sys.executable, str(REPO / "tests/lib/fixture.py"), str(storage),
+                                   "--nodes", str(nodes), "--gpus-per-node", "2",
+                                   f"--set=TRAIN_BATCH_SIZE={2 * nodes}", f"--set=PPO_MINI_BATCH_SIZE={2 * nodes}"],
+                                  capture_output=True, text=True)
+            if made.returncode:  # say why, not a traceback of the captured call
+                raise FixtureFailed(f"tests/lib/fixture.py exited {made.returncode} under {sys.executable}: "
+                                    + " | ".join((made.stderr or made.stdout).strip().splitlines()[-6:]))
 
         started = time.perf_counter()
-        cluster.up(nodes, 2, env={"PYTHONPATH": str(root / "storage" / BUNDLE / "rollout")}, prepare=prepare)
+        try:
+            cluster.up(nodes, 2, env={"PYTHONPATH": str(root / "storage" / BUNDLE / "rollout")}, prepare=prepare)
+        except FixtureFailed as failed:  # up() has taken the cluster down
+            print(f"preflight bench: {failed}", file=sys.stderr)
+            return 2
         bring_up = time.perf_counter() - started
         try:
             storage = cluster.storage
@@ -64,6 +78,10 @@ def main() -> int:
                 added.setdefault(nodes, []).append(
                     (max(n["system"]["seconds"] for n in record["nodes"]), record["reach_seconds"],
                      record["collective"]["seconds"] or 0.0))
+                new.setdefault(nodes, []).append(
+                    (max(n["gpu_health"]["seconds"] + n["limits"]["seconds"] for n in record["nodes"]),
+                     record["node_collective"]["seconds"], record["job_shape"]["seconds"],
+                     record["node_agents"]["seconds"], record["storage_trial"]["seconds"]))
             results[nodes] = (bring_up, min(times))
         finally:
             cluster.down()
@@ -73,6 +91,11 @@ def main() -> int:
         system, reach, coll = min(added[nodes], key=sum)
         print(f"{nodes:5d}  {up:8.1f} s  {pre:7.1f} s  {pre / base:14.2f}x  {system:10.2f} s  "
               f"{reach:10.2f} s  {coll:8.2f} s")
+    print("\nnodes  gpu health+limits  node collective  job shape  ports+clocks  storage trial")
+    for nodes in sorted(new):
+        health, local, shape, agents, trial = min(new[nodes], key=sum)
+        print(f"{nodes:5d}  {health:15.2f} s  {local:13.2f} s  {shape:7.2f} s  {agents:10.2f} s  "
+              f"{trial:11.2f} s")
     return 0
 
 

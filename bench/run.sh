@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Summary: Run the benchmarks and print their ratios (make bench). Numbers, not pass/fail.
-# Usage: bench/run.sh [hashing|logscan|hostile|preflight|report|records|checkpoint ...]  (default: all)
+# Usage: bench/run.sh [hashing|logscan|hostile|preflight|report|records|checkpoint|compare ...]  (default: all)
 #
 # hashing    verify-inputs' parallel sha256 against `sha256sum -c` on the same files
 # logscan    postflight's log pass on a 64-node x 8-GPU log of about 1 GiB against
@@ -13,6 +13,13 @@
 #            and hostile records: time and peak RSS of each (target <= 100 MiB)
 # checkpoint the checkpoint check on 16 and 512 ranks of FSDP2-shaped shards, cold and warm,
 #            against cat, cat -P and zipfile -t; postflight of a 64 x 8 run; 10,000-step charts
+# compare    make compare on two 10,000-step runs against two make reports; make runs
+#            FORMAT=json on 10,000 runs against the table
+# scale      postflight, audit, report and runs on healthy runs from 2 x 2 to 2,048 x 8 (IB and
+#            Socket) and at 100,000 steps: one status in every view, time and peak RSS against
+#            reading the run folder (about 2 GB of scratch, minutes)
+# reach      preflight's reachability plan and reports at 250 to 2,000 simulated nodes: driver
+#            memory a node
 # Uses the test venv (.venv, made by make test). Scratch files go to BENCH_DIR (default a
 # temporary folder, removed afterwards).
 set -euo pipefail
@@ -21,7 +28,7 @@ PYTHON=$REPO/.venv/bin/python
 [[ -x "$PYTHON" ]] || { echo "bench: run make test once first (it builds .venv)" >&2; exit 2; }
 scratch=${BENCH_DIR:-$(mktemp -d)}
 [[ -n "${BENCH_DIR:-}" ]] || trap 'rm -rf "$scratch"' EXIT
-for name in "${@:-hashing logscan hostile preflight report records checkpoint}"; do
+for name in "${@:-hashing logscan hostile preflight report records checkpoint compare scale reach}"; do
   for bench in $name; do
     echo "== $bench"
     "$PYTHON" "$REPO/bench/$bench.py" "$scratch/$bench"

@@ -12,9 +12,10 @@ The storage root (a tmpfs) is shared by all hosts. The profile's generated input
 there, the bundle installed, and the Driver command pasted on the head host as a platform runs
 it: preflight, real verl 0.6.0 GRPO (trainer.nnodes=NODES), postflight.
 
-Needs root (namespaces, mounts), pyroute2, one or more NVIDIA GPUs, a python3 with torch (CUDA),
-ray and verl 0.6.0's dependencies, and the verl 0.6.0 wheel (SMOKE_VERL_WHEEL, else
-.whl/ or .cache/wheels/). The run folder is copied to SMOKE_DIR/runs/ before the teardown (the
+Needs root (namespaces, mounts), one or more NVIDIA GPUs, a python3 with a CUDA torch; ray,
+pyroute2 and verl 0.6.0's other packages come from python3 when it has them, else from the venv
+dev/smoke-env.py builds (as make smoke: WHEELHOUSE=<dir> installs offline, the script then runs
+again under it); and the verl 0.6.0 wheel (SMOKE_VERL_WHEEL, else .whl/, .cache/wheels/ or WHEELHOUSE). The run folder is copied to SMOKE_DIR/runs/ before the teardown (the
 shared storage goes with the cluster); the hosts' logs stay in SMOKE_DIR/cluster/.
 Exit codes: 0 SUCCESS; 2 this machine cannot run it (said at once, before anything starts);
 otherwise the launcher's exit code (1 a check failed).
@@ -30,7 +31,6 @@ Faults, each a real multi-node failure the bundle must stop early (the run folde
 """
 import argparse
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -48,14 +48,13 @@ BUNDLE_REL = Path("tools/verl/two-worker-grpo")
 sys.path.insert(0, str(REPO / BUNDLE_REL))
 sys.path.insert(0, str(REPO))
 from dev import netcluster  # noqa: E402
+from twgrpo.run.command import search_path  # noqa: E402
 from twgrpo.run.findings import UsageError  # noqa: E402
 from twgrpo.run.profile import load_profile  # noqa: E402
 
 PROG = "multihost-smoke"
 VERL_WHEEL_NAME = "verl-0.6.0-py3-none-any.whl"
 VERL_WHEEL_SHA256 = "2666528b8ab4494e2ac40c282a99281296c2d9dc9675ceac6bea8d41fb69b321"  # PyPI's
-PACKAGES = ("torch", "ray", "transformers", "tokenizers", "hydra", "omegaconf", "tensordict",
-            "codetiming", "datasets", "pyarrow", "tensorboard", "peft", "torchdata", "pylatexenc")
 # What the platform sets on every host: NCCL and Gloo on the hosts' eth0, never NVLink multicast
 # (not needed, and it can wedge shared GPU hosts).
 PLATFORM_ENV = {"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_NVLS_ENABLE": "0",
@@ -80,9 +79,39 @@ def gpu_assignment(gpus: int, nodes: int, per: int) -> Optional[List[str]]:
 
 
 def find_wheel() -> Optional[Path]:
+    houses = [Path(f) / VERL_WHEEL_NAME for f in os.environ.get("WHEELHOUSE", "").split(":") if f]
     candidates = [os.environ.get("SMOKE_VERL_WHEEL", ""), REPO / ".whl" / VERL_WHEEL_NAME,
-                  REPO / ".cache" / "wheels" / VERL_WHEEL_NAME]
-    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+                  REPO / ".cache" / "wheels" / VERL_WHEEL_NAME, *houses]
+    found = next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+    if found in houses:  # kept in .whl/, so later runs need no WHEELHOUSE
+        kept = REPO / ".whl" / VERL_WHEEL_NAME
+        kept.parent.mkdir(exist_ok=True)
+        shutil.copyfile(found, kept.with_suffix(".part"))
+        os.replace(kept.with_suffix(".part"), kept)
+    return found
+
+
+def host_problem() -> Optional[str]:
+    """Why this machine can never host the two hosts, whatever Python runs this; None if it can."""
+    if os.geteuid() != 0:
+        return ("two hosts on one machine needs root (network namespaces and mounts) — run it as root "
+                "on a GPU machine; make test covers the rest")
+    return None
+
+
+def use_smoke_env(argv: List[str]) -> int:
+    """Run this script again under make smoke's Python (dev/smoke-env.py); its exit code if it cannot."""
+    ensure = [sys.executable, str(REPO / "dev" / "smoke-env.py"), "ensure", "--python", sys.executable]
+    for option, variable in (("--wheelhouse", "WHEELHOUSE"), ("--env", "SMOKE_ENV")):
+        if os.environ.get(variable):
+            ensure += [option, os.environ[variable]]
+    found = subprocess.run(ensure, stdout=subprocess.PIPE, text=True)
+    if found.returncode != 0:
+        return found.returncode
+    python = str(Path(found.stdout.strip().splitlines()[-1]) / "python3")
+    env = {**os.environ, "PATH": f"{Path(python).parent}:{os.environ.get('PATH', '')}", "TWGRPO_SMOKE_ENV": "ready"}
+    os.execve(python, [python, str(Path(__file__).resolve()), *argv], env)
+    return 2  # not reached
 
 
 def machine_problem(profile, wheel: Optional[Path]) -> Optional[str]:
@@ -96,9 +125,6 @@ def machine_problem(profile, wheel: Optional[Path]) -> Optional[str]:
     if gpu_assignment(gpus, profile.NODES, profile.GPUS_PER_NODE) is None:
         return (f"{profile.NODES} hosts x {profile.GPUS_PER_NODE} GPUs need {profile.world_size} GPUs "
                 f"(or one GPU a host), this machine has {gpus}")
-    missing = [name for name in PACKAGES if importlib.util.find_spec(name) is None]
-    if missing:
-        return f"{sys.executable} lacks {' '.join(missing)} — use the verl image (or install verl 0.6.0's requirements)"
     cuda = subprocess.run([sys.executable, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"])
     if cuda.returncode:
         return "torch does not see a CUDA GPU — check the driver and CUDA_VISIBLE_DEVICES"
@@ -120,8 +146,8 @@ def runtime_env(profile_name: str, storage: Path) -> dict:
     env = json.loads(out)["env_vars"]
     # The pinned verl first, then the HF-generate rollout adapter (importable on every node),
     # then whatever the caller had on the path (packages the image lacks, for instance).
-    path = [env["PYTHONPATH"], str(storage / BUNDLE_REL / "rollout"), os.environ.get("PYTHONPATH", "")]
-    return {**env, **PLATFORM_ENV, "PYTHONPATH": ":".join(p for p in path if p)}
+    path = search_path(env["PYTHONPATH"], str(storage / BUNDLE_REL / "rollout"), os.environ.get("PYTHONPATH", ""))
+    return {**env, **PLATFORM_ENV, "PYTHONPATH": path}
 
 
 # Folders each host mounts afresh in its own mount namespace (dev/netcluster.py): a SMOKE_ROOT
@@ -182,12 +208,19 @@ def hang_after_step_1(cluster, run: Path, stop: threading.Event) -> threading.Th
     return thread
 
 
-def main(argv=None) -> int:
+def parse_args(argv: List[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("smoke_dir", type=Path)
     parser.add_argument("--profile", default="smoke-2x1")
     parser.add_argument("--fault", choices=sorted(FAULT_ENV), help="a real failure to inject")
     args = parser.parse_args(argv)
+    args.smoke_dir = args.smoke_dir.absolute()  # the tools it runs (git among them) work elsewhere
+    return args
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
     unseen = unseen_root(args.smoke_dir)
     if unseen:
         print(f"{PROG}: {unseen}", file=sys.stderr)
@@ -197,6 +230,12 @@ def main(argv=None) -> int:
     except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    problem = host_problem()
+    if problem:
+        print(f"{PROG}: {problem}", file=sys.stderr)
+        return 2
+    if os.environ.get("TWGRPO_SMOKE_ENV") != "ready":
+        return use_smoke_env(argv)
     wheel = find_wheel()
     problem = machine_problem(profile, wheel)
     if problem:

@@ -51,11 +51,27 @@ def sh(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(list(args), check=check, capture_output=True, text=True, **kw)
 
 
+# A healthy GPU's answers to the health fields, as nvidia-smi prints them on an A100 SXM
+# (--format=csv,noheader,nounits): no ECC errors, row remapping instead of page retirement, MIG
+# off, no clock event reasons, no NVLink fabric registration on this generation.
+HEALTHY = {"ecc.errors.uncorrected.volatile.total": "0", "retired_pages.pending": "[N/A]",
+           "remapped_rows.pending": "No", "remapped_rows.failure": "No",
+           "mig.mode.current": "Disabled", "compute_mode": "Default",
+           "clocks_event_reasons.hw_slowdown": "Not Active",
+           "clocks_event_reasons.hw_thermal_slowdown": "Not Active",
+           "clocks_event_reasons.hw_power_brake_slowdown": "Not Active",
+           "clocks_event_reasons.sw_thermal_slowdown": "Not Active",
+           "fabric.state": "N/A", "fabric.status": "N/A"}
+
+
 def gpus_csv(path: Path, count: int, model: str = "NVIDIA A100-SXM4-80GB",
-             driver: str = "535.104.05") -> None:
-    rows = ["index,name,memory.total,driver_version,pci.bus_id,uuid"]
-    rows += [f"{i},{model},81920,{driver},00000000:{7 + 4 * i:02X}:00.0,"
-             f"GPU-{i:08d}-0000-4000-8000-000000000000" for i in range(count)]
+             driver: str = "535.104.05", health: Optional[Dict[int, Dict[str, str]]] = None) -> None:
+    """The stub nvidia-smi's table; health[i] replaces GPU i's health answers."""
+    rows = [",".join(["index,name,memory.total,driver_version,pci.bus_id,uuid", *HEALTHY])]
+    for i in range(count):
+        values = {**HEALTHY, **(health or {}).get(i, {})}
+        rows.append(",".join([f"{i},{model},81920,{driver},00000000:{7 + 4 * i:02X}:00.0,"
+                              f"GPU-{i:08d}-0000-4000-8000-000000000000", *values.values()]))
     path.write_text("\n".join(rows) + "\n")
 
 
@@ -73,7 +89,7 @@ class Cluster:
     created = 0  # clusters made by this process: each gets its own namespace names
 
     def __init__(self, root: Path, tag: Optional[str] = None, stub_gpus: bool = True,
-                 cpus_per_node: int = 1, dashboard: bool = False):
+                 cpus_per_node: int = 3, dashboard: bool = False):
         self.root = Path(root)
         Cluster.created += 1
         self.tag = tag or f"twg{os.getpid() % 100000}c{Cluster.created}"  # short: <= 15-char links
@@ -83,7 +99,7 @@ class Cluster:
         self.env: Dict[str, str] = {}
         self.node_envs: List[Dict[str, str]] = []
         self.stub_gpus = stub_gpus  # False on a GPU machine: the real nvidia-smi answers
-        self.cpus_per_node = cpus_per_node  # 1 for probes; verl's actors want more
+        self.cpus_per_node = cpus_per_node  # verl asks 1 per GPU and 1 for its TaskRunner
         self.dashboard = dashboard  # the head serves the Ray job API on DASHBOARD_PORT
         self.wrappers: Dict[int, List[str]] = {}  # node index -> command put before `ray start`
         if self.state.is_file():
@@ -92,7 +108,7 @@ class Cluster:
             self.nodes = [Node(**n) for n in data["nodes"]]
             self.env, self.node_envs = data["env"], data.get("node_envs", [])
             self.stub_gpus = data.get("stub_gpus", True)
-            self.cpus_per_node = data.get("cpus_per_node", 1)
+            self.cpus_per_node = data.get("cpus_per_node", 3)
             self.dashboard = data.get("dashboard", False)
 
     # ------------------------------------------------------------------ namespaces

@@ -2,7 +2,7 @@
 """Summary: Turn run folders a real GPU run left into a small test fixture.
 
 Usage: python3 dev/pack-fixture.py SRC DEST --from-root /tmp/kr/storage [--from-root ...]
-         [--to-root /srv/two-worker-grpo/.smoke/storage]
+         [--to-root /srv/two-worker-grpo/.smoke/storage] [--keep-shards] [--checkout DIR]
 SRC holds run folders (as SMOKE_KEEP copies them); DEST must not exist. For every run folder:
 the machine's storage root (each --from-root) is rewritten to --to-root in every text file; report.html is left
 out (tests render it again); the tensor bytes of every torch.save shard under actor/ are zeroed
@@ -10,7 +10,9 @@ in place (each data/<n> member keeps its name and length, its CRC-32 is recomput
 descriptor and the central directory, so the shard stays a whole archive whose storages match
 data.pkl); the lineage's file hashes in run.json and resume.json are recomputed for the zeroed
 shards; and the shards are packed into DEST/shards.tar.gz (zeros compress away), paths
-relative to DEST. Tests unpack it into their copies.
+relative to DEST. Tests unpack it into their copies. --keep-shards leaves the shards as the
+run wrote them, in place (the small smoke fixtures, whose real tensors tests compare with torch).
+--checkout DIR rewrites the recording machine's checkout (in package origins) to /srv/two-worker-grpo.
 """
 import argparse
 import hashlib
@@ -119,6 +121,8 @@ def main() -> int:
     parser.add_argument("dest", type=Path)
     parser.add_argument("--from-root", required=True, action="append")
     parser.add_argument("--to-root", default="/srv/two-worker-grpo/.smoke/storage")
+    parser.add_argument("--keep-shards", action="store_true")
+    parser.add_argument("--checkout")
     args = parser.parse_args()
     if args.dest.exists():
         print(f"pack-fixture: {args.dest} exists: give a new folder (nothing is overwritten)", file=sys.stderr)
@@ -131,12 +135,15 @@ def main() -> int:
     for run in runs:
         shutil.copytree(run, args.dest / run.name, symlinks=True,
                         ignore=lambda _d, names: [n for n in names if n in LEFT_OUT])
-    shards = sorted(p for p in args.dest.rglob("actor/*.pt") if zipfile.is_zipfile(p))
+    shards = [] if args.keep_shards else \
+        sorted(p for p in args.dest.rglob("actor/*.pt") if zipfile.is_zipfile(p))
     for shard in shards:
         print(f"pack-fixture: {shard.relative_to(args.dest)}: {zero_tensors(shard)} tensors zeroed")
     for run in runs:
         rehash_lineage(args.dest / run.name)
         changed = sum(rewrite_root(args.dest / run.name, old, args.to_root) for old in args.from_root)
+        if args.checkout:
+            changed += rewrite_root(args.dest / run.name, args.checkout, "/srv/two-worker-grpo")
         print(f"pack-fixture: {run.name}: {changed} text file rewrites")
     if shards:
         with tarfile.open(args.dest / "shards.tar.gz", "w:gz") as tar:

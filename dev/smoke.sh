@@ -3,9 +3,10 @@
 #   pasted Driver command, verl GRPO for 2 steps, postflight, SUCCESS.
 # Usage: dev/smoke.sh [SMOKE_ROOT]        (make smoke [SMOKE_ROOT=DIR])
 #
-# Needs one NVIDIA GPU (nvidia-smi) and a python3 with torch (CUDA), ray >= 2.41 and verl
-# 0.6.0's dependencies (the verl image has them), plus the verl 0.6.0 wheel: SMOKE_VERL_WHEEL,
-# else .whl/verl-0.6.0-py3-none-any.whl, else `pip download` fetches it. SMOKE_ROOT (default
+# Needs one NVIDIA GPU (nvidia-smi) and a python3 with a CUDA torch; the rest of verl 0.6.0's
+# packages come from python3 itself when it has them (the verl image), else from a venv built
+# from dev/smokeenv/lock.txt (.smoke-env/; WHEELHOUSE=<dir> installs offline). The verl 0.6.0
+# wheel: SMOKE_VERL_WHEEL, else .whl/ or WHEELHOUSE's, else `pip download` fetches it. SMOKE_ROOT (default
 # .smoke/ in the repo) must not be an overlay mount. Each run gets a new RUN_ID and keeps the
 # runs before it. The Ray head it starts is stopped afterwards, by process group.
 # Exit codes: 0 SUCCESS; 2 this machine cannot run it (no GPU, missing package); otherwise
@@ -43,28 +44,37 @@ pasted_command() {  # pasted_command STORAGE PROFILE RUN_ID [driver-command opti
     --bundle-dir tools/verl/two-worker-grpo "$@"
 }
 
+# make smoke's Python first on PATH: python3 itself when it has a working stack (the verl image),
+# else the venv dev/smoke-env.py builds from dev/smokeenv/lock.txt (WHEELHOUSE=<dir>: offline).
+# It checks the GPU, the driver and torch first; any reason this machine cannot run is exit 2.
+use_smoke_env() {
+  [[ "${TWGRPO_SMOKE_ENV:-}" == ready ]] && return 0
+  local bin
+  local python=${SMOKE_PYTHON:-python3}
+  bin=$("$python" "$REPO/dev/smoke-env.py" ensure --python "$(command -v "$python")" \
+    ${WHEELHOUSE:+--wheelhouse "$WHEELHOUSE"} ${SMOKE_ENV:+--env "$SMOKE_ENV"}) || exit "$?"
+  export PATH="${bin##*$'\n'}:$PATH" TWGRPO_SMOKE_ENV=ready
+}
+
 check_machine() {
-  command -v nvidia-smi >/dev/null ||
-    die 2 "needs one NVIDIA GPU, and nvidia-smi is not on PATH — run make smoke on a GPU machine; make test covers the rest without one"
-  local gpus
-  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-  ((gpus >= 1)) || die 2 "nvidia-smi lists no GPU — check the NVIDIA driver (nvidia-smi must list one GPU)"
-  local missing
-  missing=$(python3 - <<'EOF'
-import importlib.util
-need = ["torch", "ray", "transformers", "tokenizers", "hydra", "omegaconf", "tensordict",
-        "codetiming", "datasets", "pyarrow", "tensorboard", "peft", "torchdata", "pylatexenc"]
-print(" ".join(n for n in need if importlib.util.find_spec(n) is None))
-EOF
-  )
-  [[ -z "$missing" ]] || die 2 "python3 lacks $missing — use the verl image (or install verl 0.6.0's requirements)"
+  use_smoke_env
   python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' ||
     die 2 "torch does not see a CUDA GPU — check the driver and CUDA_VISIBLE_DEVICES"
   command -v ray >/dev/null || die 2 "the ray command is not on PATH — put ray's bin folder on PATH"
 }
 
 find_wheel() {
-  local wheel=${SMOKE_VERL_WHEEL:-$REPO/.whl/$VERL_WHEEL_NAME}
+  local wheel=${SMOKE_VERL_WHEEL:-$REPO/.whl/$VERL_WHEEL_NAME} folder folders=()
+  if [[ ! -f "$wheel" && -z "${SMOKE_VERL_WHEEL:-}" ]]; then
+    IFS=: read -ra folders <<<"${WHEELHOUSE:-}"
+    for folder in "${folders[@]}"; do
+      if [[ -f "$folder/$VERL_WHEEL_NAME" ]]; then wheel=$folder/$VERL_WHEEL_NAME; fi
+    done
+    if [[ -f "$wheel" ]]; then  # kept in .whl/, so later runs need no WHEELHOUSE
+      mkdir -p "$REPO/.whl" && cp "$wheel" "$REPO/.whl/$VERL_WHEEL_NAME.part" &&
+        mv "$REPO/.whl/$VERL_WHEEL_NAME.part" "$REPO/.whl/$VERL_WHEEL_NAME"
+    fi
+  fi
   if [[ ! -f "$wheel" ]]; then
     wheel=$SMOKE_ROOT/wheels/$VERL_WHEEL_NAME
     [[ -f "$wheel" ]] || python3 -m pip download -q --no-deps -d "$SMOKE_ROOT/wheels" verl==0.6.0 ||
@@ -101,9 +111,9 @@ for key, value in json.loads(out)["env_vars"].items():
     sys.stdout.write(f"{key}={value}\0")
 EOF
   )
-  # The pinned verl first, then the HF-generate rollout adapter (importable on the node), then
-  # whatever the caller had on the path (packages the image lacks, for instance).
-  export PYTHONPATH="$PYTHONPATH:$storage/tools/verl/two-worker-grpo/rollout${caller_path:+:$caller_path}"
+  # The RuntimeEnv's path (the pinned verl, then the HF-generate rollout adapter), then whatever
+  # the caller had on the path (packages the image lacks, for instance).
+  export PYTHONPATH="$PYTHONPATH${caller_path:+:$caller_path}"
   # Never use NVLink multicast (NVLS): it is not needed and can wedge shared GPU hosts.
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 }

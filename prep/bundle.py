@@ -185,7 +185,7 @@ def install_files(dest: Path, force: bool) -> bool:
 
 
 BUNDLES_REL = "tools/verl/two-worker-grpo"  # versions live in <root>/BUNDLES_REL/<version>/
-VERSION = re.compile(r"^bundle-[0-9a-f]{12}$")
+VERSION = re.compile(r"^bundle-[0-9a-f]{12}\Z")
 
 
 def version_of(launcher: Path) -> str:

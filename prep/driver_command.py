@@ -2,7 +2,13 @@
 the bundle version it pins, RUN_ID and the launcher's sha256, each with its own message, before
 any tool's raw output, then starts the launcher in a bash that reads no BASH_ENV, ENV or
 exported function (-p). Every command that hashes or executes goes by absolute path
-(/usr/bin/env), so no shell function of the job's environment can stand in for it.
+(/usr/bin/env), so no shell function of the job's environment can stand in for it; the
+builtins it uses are freed of functions first: the assignment POSIXLY_CORRECT=y (no command
+lookup) puts bash in POSIX mode, where the special builtin unset comes before any function,
+and `unset -f` then removes functions named exec, [, echo or cat (a backslash keeps an alias
+off). Shell startup files and variables (BASH_ENV, SHELLOPTS, PS4) act before the first line,
+so make submit, rayjob and sbatch refuse them as job variables (prep/jobspec.py). LATEST is read
+only when it is a regular file, and 64 bytes of it at most: a FIFO there cannot hang the message.
 """
 from __future__ import annotations
 
@@ -11,21 +17,44 @@ import re
 import sys
 from pathlib import Path
 
-from prep.bundle import BUNDLES_REL, LAUNCHER_NAME, sha256, version_of
+from prep.bundle import BUNDLE, BUNDLES_REL, LAUNCHER_NAME, SUMS, sha256, version_of
+from twgrpo.formats import sums  # noqa: E402  (the one SHA256SUMS reader; prep.bundle set the path)
 
 DRIVER = """\
 # The job's environment variables: RUN_ID=<a new name> (required); SAVE_FREQ=<N> saves
 # a checkpoint every N steps; RESUME_FROM=<a preempted run's RUN_ID> continues that run
 # from its latest complete checkpoint (under the new RUN_ID). Runs in bash or sh.
+POSIXLY_CORRECT=y; \\unset -f exec exit echo cat [ test
 {exports}
 b=$STORAGE_ROOT/{bundle_parent} v={version}; launcher=$b/$v/{launcher}
 [ -d "$b" ] || {{ echo "driver: (LAUNCH-E045) $b is missing: the shared volume is not mounted at STORAGE_ROOT=$STORAGE_ROOT (or the bundle is not installed) — mount the volume there in the job form" >&2; exit 2; }}
-[ -f "$launcher" ] || {{ echo "driver: (LAUNCH-E046) bundle $v of this command is not in $b (the latest installed is $(cat "$b/LATEST" 2>/dev/null)) — re-copy the Driver command: make driver-command" >&2; exit 2; }}
+[ -f "$launcher" ] || {{ echo "driver: (LAUNCH-E046) bundle $v of this command is not in $b (the latest installed is $([ -f "$b/LATEST" ] && /usr/bin/env head -c 64 "$b/LATEST" 2>/dev/null || echo unknown)) — install it from the checkout that printed this command: make install-tools (or re-copy the Driver command for the installed one: make driver-command)" >&2; exit 2; }}
 [ -n "${{RUN_ID:-}}" ] || {{ echo "driver: (LAUNCH-E003) RUN_ID is not set — add RUN_ID=<a new name> to the job's environment variables" >&2; exit 2; }}
 case $(/usr/bin/env sha256sum "$launcher") in
-  "{sha} "*) echo "driver: $launcher verified (bundle $v)"; exec /usr/bin/env bash --noprofile --norc -p "$launcher" ;;
+  "{sha} "*) echo "driver: $launcher verified (bundle $v)"; \\exec /usr/bin/env bash --noprofile --norc -p "$launcher" ;;
   *) echo "driver: (LAUNCH-E047) $launcher differs from this command's pin: the bundle there was changed or reinstalled after this command was copied — re-copy the Driver command (make driver-command)" >&2; exit 1 ;;
 esac"""
+
+
+def stale_profile(launcher: Path, profile: str) -> str:
+    """A profile edited after `make checksums` is not the one the job reads: the volume holds
+    the pinned bytes (make install-tools refuses the edited ones), so whatever is printed from
+    the edited file would describe another run. '' when the profile is the pinned one, or when
+    no SHA256SUMS lists it (a copied folder: make submit compares it with the installed one)."""
+    if not profile:
+        return ""
+    folder = launcher.parent
+    listing = SUMS if folder.resolve() == BUNDLE.resolve() else folder / "SHA256SUMS"
+    name = f"profiles/{profile}.env"
+    if not listing.is_file():
+        return ""
+    pinned = sums.read(listing).entries.get(name)
+    actual = sha256(folder / name)
+    if pinned is None or pinned == actual:
+        return ""
+    return (f"(PROF-E007) {name} changed after `make checksums` (sha256 {actual[:12]}… now, "
+            f"{pinned[:12]}… pinned): the job would read the pinned profile, not this one — run "
+            "make checksums and make install-tools, or undo the edit")
 
 
 def cmd_driver_command(args: argparse.Namespace) -> int:
@@ -46,6 +75,10 @@ def cmd_driver_command(args: argparse.Namespace) -> int:
         known = ", ".join(sorted(p.stem for p in profiles.glob("*.env")))
         print(f"driver-command: PROFILE={args.profile} is not a profile of the bundle; set PROFILE= "
               f"to one of: {known}", file=sys.stderr)
+        return 2
+    stale = stale_profile(launcher, args.profile)
+    if stale:
+        print(f"driver-command: {stale}", file=sys.stderr)
         return 2
     if args.ignored_run_id:
         print(f"driver-command: RUN_ID={args.ignored_run_id} is left out: the Driver command is the "

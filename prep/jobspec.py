@@ -20,6 +20,7 @@ from typing import Dict, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from prep import bundle  # noqa: E402  (the Driver command, the bundle's paths)
+from twgrpo.run.profile import NAME as RUN_ID  # noqa: E402  (the launcher's own RUN_ID rule)
 
 # The RuntimeEnv keys that name files on the submitting machine: `ray job submit` uploads them
 # from there (and fails when the volume is not mounted there); the pinned verl checkout reaches
@@ -33,8 +34,15 @@ COMMAND_VARIABLES = ("STORAGE_ROOT", "PROFILE")
 # Ray's `job stop` sends TERM, then KILL after RAY_JOB_STOP_WAIT_TIME_S (Ray's default 3 s):
 # give the launcher time to write FAILED and stop its phase (TERM, KILL_GRACE, then KILL).
 STOP_WAIT_S = 60
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-VALUE = re.compile(r"^[A-Za-z0-9._/:,@+=-]*$")  # nothing a shell or YAML would read
+# Variables that configure a shell before or while it runs the Driver command: a startup file
+# (BASH_ENV, ENV), options (SHELLOPTS=xtrace with a PS4 holding $(...) runs code), imported
+# functions, POSIX mode. No line of the command can undo what they do first, so none is sent.
+SHELL_VARIABLES = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PS1", "PS2", "PS0",
+                   "PROMPT_COMMAND", "POSIXLY_CORRECT", "CDPATH", "GLOBIGNORE", "EXECIGNORE",
+                   "BASH_XTRACEFD", "BASH_COMPAT", "BASH_LOADABLES_PATH", "FUNCNEST", "IFS",
+                   "INPUTRC", "TMOUT")
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+VALUE = re.compile(r"^[A-Za-z0-9._/:,@+=-]*\Z")  # nothing a shell or YAML would read (\Z: no final newline)
 
 
 class SpecError(Exception):
@@ -61,7 +69,9 @@ def driver_command(storage_root: str, profile: str, launcher: Path, bundle_rel: 
         status = bundle.main(["driver-command", storage_root, "--profile", profile,
                               "--launcher", str(launcher), *extra])
     if status:
-        raise SpecError(f"(SUB-E010) {err.getvalue().strip()}")
+        said = err.getvalue().strip()
+        own = re.match(r"driver-command: (\([A-Z]+-E\d{3}\) .*)", said, re.S)  # its own finding id
+        raise SpecError(own.group(1) if own else f"(SUB-E010) {said}")
     return out.getvalue().rstrip("\n")
 
 
@@ -92,6 +102,10 @@ def job_runtime_env(storage_root: str, profile: str, bundle_dir: Path,
            if k not in CLIENT_SIDE}
     env_vars = dict(env.get("env_vars") or {})
     for name, value in variables.items():
+        if name in SHELL_VARIABLES or name.startswith("BASH_FUNC_"):
+            raise SpecError(f"(SUB-E015) job variable {name!r} configures the shell that runs the "
+                            "Driver command, before its first line can check anything — leave it "
+                            "out of JOB_ENV (the launcher runs in a bash that reads none of them)")
         if not NAME.match(name) or name in COMMAND_VARIABLES or name in env_vars:
             why = ("the Driver command sets it" if name in COMMAND_VARIABLES else
                    "the bundle's RuntimeEnv pins it" if name in env_vars else "not a variable name")
@@ -111,7 +125,7 @@ def check_run_id(run_id: str) -> str:
     if not run_id:
         raise SpecError("(SUB-E012) no RUN_ID given — set RUN_ID=<a new name> (a new "
                         "name for every run, clone or retry)")
-    if len(run_id) > 128 or not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", run_id):
+    if len(run_id) > 128 or not RUN_ID.match(run_id):
         raise SpecError(f"(SUB-E012) RUN_ID {run_id!r} must be at most 128 of [A-Za-z0-9._-], "
                         "starting with a letter or digit — set RUN_ID=<a new name>")
     return run_id

@@ -4,9 +4,10 @@
 Usage: prep/new-profile.py --from PROFILE --name NAME [--set KEY=value ...]
 
 Writes tools/verl/two-worker-grpo/profiles/<NAME>.env: FROM's lines with PROFILE_NAME=NAME and
-each --set value, and without the model and data pins (MODEL_SUMS_SHA256, DATA_SUMS_SHA256),
-which only make pin-inputs writes, from inputs it has checked. Until then verify-inputs and
-check-profile say so (INP-E070). A profile that exists is never replaced.
+each --set value, and without the input pins (the SHA256SUMS hashes and the data's row counts
+TRAIN_ROWS, TEST_ROWS), which only make pin-inputs writes, from inputs it has checked and
+measured. Until then verify-inputs and check-profile say so (INP-E070). A profile that exists is
+never replaced.
 Exit codes: 0 written, 1 NAME exists, 2 usage error or an invalid result.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ def new_profile_text(source: Path, name: str, values: dict) -> str:
     its leading comment block is replaced by one that says where the profile came from."""
     out = [f"# Made by make new-profile from {source.stem}: set what differs, then make "
            f"prepare-inputs, make pin-inputs PROFILE={name} (it writes "
-           f"{' and '.join(PINS)}), make checksums."]
+           f"{', '.join(PINS)}), make checksums."]
     seen, header = set(), True
     for line in source.read_text(encoding="utf-8").splitlines():
         match = LINE.match(line.strip())

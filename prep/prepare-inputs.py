@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Summary: Put the profile's verl, model and GSM8K on the volume in the layout the bundle checks.
+"""Summary: Put the profile's verl, model and data on the volume in the layout the bundle checks.
 
 Usage: prep/prepare-inputs.py prepare --prep-root ROOT [--profile NAME] [--verl-mirror URL_OR_PATH]
-                                      [--model-source DIR] [--gsm8k-source DIR]
+                                      [--model-source DIR] [--gsm8k-source DIR] [--data-source PATH]
        prep/prepare-inputs.py pin --prep-root ROOT [--profile NAME] [--name NAME] [--force]
 
 prepare (make prepare-inputs), on the prep box, which may reach the network:
@@ -14,10 +14,15 @@ prepare (make prepare-inputs), on the prep box, which may reach the network:
   GSM8K  --gsm8k-source (a folder with train and test as .jsonl or .parquet of GSM8K's main
          config), or the Hugging Face snapshot of DATASET_ID at DATASET_REVISION; converted to
          verl v0.6 rows by our converter, with SHA256SUMS and dataset-manifest.json.
+  data   or, when the profile sets DATA_CONVERTER (a script under ROOT): python3 SCRIPT OUT_DIR
+         [--data-source] writes train.parquet and test.parquet into OUT_DIR; rows verl cannot read
+         (data_source, prompt messages, reward_model.ground_truth) are refused; the manifest
+         records the script's sha256, which pin writes into DATA_CONVERTER_SHA256.
   Each part is staged beside its final folder and published by one rename, so an interrupted
   run is redone; a finished part is verified and kept; a part that differs is never
   overwritten: it is reported with what to do.
-pin (make pin-inputs) writes the prepared inputs' hashes, revision and row counts into
+pin (make pin-inputs) writes the prepared inputs' hashes, revision and row counts (measured
+  from the parquet footers) into
   profiles/<name>.env (default: --profile's own, in place; local.env without --profile); a pin
   that differs from one already there is replaced only with --force. Then `make checksums`.
 Exit codes: 0 done, 1 a part failed or differs, 2 usage error or a missing tool.
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,6 +43,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
 
 from prep.volume import gsm8k, layout, pin, verltree  # noqa: E402
+from twgrpo.checks.inputs import missing_verl_fields  # noqa: E402
+from twgrpo.checks.reward import hash_script  # noqa: E402
 from twgrpo.formats import parquet, sums  # noqa: E402
 from twgrpo.run.findings import UsageError  # noqa: E402
 from twgrpo.run.profile import PROFILE_DIR, Profile, load_profile  # noqa: E402
@@ -203,11 +211,52 @@ def download_gsm8k(profile: Profile, into: Path) -> Path:
                            "GSM8K_SOURCE=<a local copy>") from None
 
 
+def convert_with_script(profile: Profile, root: Path, source: str, staging: Path) -> Dict[str, object]:
+    """Run DATA_CONVERTER (python3 SCRIPT OUT_DIR [SOURCE]) into staging, refuse what verl could not
+    read; the manifest's converter fields, with the sha256 of the script that ran."""
+    script = profile.converter_path(root)
+    digest, problem = hash_script(script, "DATA_CONVERTER")
+    if digest is None:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise PrepareError(f"{script}: {problem} — put your converter there (a regular file, "
+                           "relative to PREP_ROOT)")
+    command = [sys.executable, str(script), str(staging)] + ([source] if source else [])
+    say(f"data: running {' '.join(shlex.quote(word) for word in command)}")
+    if subprocess.run(command, cwd=str(staging)).returncode:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise PrepareError(f"DATA_CONVERTER {profile.DATA_CONVERTER} failed (its output is above); "
+                           "nothing was published")
+    counts: Dict[str, int] = {}
+    for split in ("train", "test"):
+        path = staging / f"{split}.parquet"
+        try:
+            footer = parquet.read_footer(path)
+        except (OSError, parquet.ParquetError) as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise PrepareError(f"DATA_CONVERTER {profile.DATA_CONVERTER} wrote no readable "
+                               f"{split}.parquet into the folder it was given: {exc}") from None
+        missing = missing_verl_fields(footer)
+        if missing or not footer.num_rows:
+            shutil.rmtree(staging, ignore_errors=True)
+            what = f"verl cannot read its rows: {', '.join(missing)} missing (has columns " \
+                   f"{footer.columns})" if missing else "it has no rows"
+            raise PrepareError(f"(INP-E016) {split}.parquet from DATA_CONVERTER "
+                               f"{profile.DATA_CONVERTER}: {what}; nothing was published — write "
+                               "them in the converter (docs/your-cluster.md has an example)")
+        counts[split] = footer.num_rows
+        say(f"data: {split}: {footer.num_rows} rows written by {profile.DATA_CONVERTER}")
+    return {"converter": f"{profile.DATA_CONVERTER} sha256 {digest}", "converter_sha256": digest,
+            "rows": counts}
+
+
 def prepare_data(profile: Profile, root: Path, source: str) -> str:
     final = profile.data_root(root)
     if keep_if_verified(final, "data"):
         return "kept (verified against its SHA256SUMS)"
     staging = layout.staging_for(final)
+    if profile.DATA_CONVERTER:
+        made = convert_with_script(profile, root, source, staging)
+        return _publish_data(profile, source or "", made, staging, final)
     origin = Path(source) if source else download_gsm8k(profile, staging / ".download")
     counts: Dict[str, int] = {}
     for split in ("train", "test"):
@@ -219,9 +268,14 @@ def prepare_data(profile: Profile, root: Path, source: str) -> str:
         counts[split] = len(table)
         say(f"data: {split}: {len(table)} rows converted")
     shutil.rmtree(staging / ".download", ignore_errors=True)
-    manifest = {"source": source or f"huggingface:{profile.DATASET_ID}",
-                "dataset_id": profile.DATASET_ID, "revision": profile.DATASET_REVISION,
-                "variant": profile.DATASET_VARIANT, "converter": CONVERTER, "rows": counts}
+    return _publish_data(profile, source or f"huggingface:{profile.DATASET_ID}",
+                         {"converter": CONVERTER, "rows": counts}, staging, final)
+
+
+def _publish_data(profile: Profile, source: str, made: Dict[str, object], staging: Path,
+                  final: Path) -> str:
+    manifest = {"source": source, "dataset_id": profile.DATASET_ID,
+                "revision": profile.DATASET_REVISION, "variant": profile.DATASET_VARIANT, **made}
     (staging / "dataset-manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n",
                                                    encoding="utf-8")
     layout.write_sums(staging)
@@ -232,7 +286,7 @@ def prepare_data(profile: Profile, root: Path, source: str) -> str:
 def cmd_prepare(args: argparse.Namespace, profile: Profile) -> int:
     root = args.prep_root
     sources = {"verl": args.verl_mirror or profile.VERL_REPO_URL, "model": args.model_source,
-               "data": args.gsm8k_source}
+               "data": args.data_source if profile.DATA_CONVERTER else args.gsm8k_source}
     failures = 0
     for name, step in (("verl", prepare_verl), ("model", prepare_model), ("data", prepare_data)):
         try:
@@ -299,6 +353,8 @@ def main(argv=None) -> int:
             p.add_argument("--verl-mirror", default="", help="clone verl from here (URL or path)")
             p.add_argument("--model-source", default="", help="copy the model from this folder")
             p.add_argument("--gsm8k-source", default="", help="convert GSM8K from this folder")
+            p.add_argument("--data-source", default="", help="with the profile's DATA_CONVERTER: "
+                           "its second argument (a file or folder it converts)")
     args = parser.parse_args(argv)
     try:
         profile = load_profile(args.profile or None)

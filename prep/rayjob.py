@@ -3,11 +3,20 @@
 
 Usage: prep/rayjob.py --run-id ID [--profile NAME] [--storage-root DIR] [--image IMAGE]
                       [--claim PVC] [--head-gpus N] [--bundle DIR] [--var KEY=VALUE]...
+                      [--rdma ...] [--ipc-lock ...] [--node-selector ...] [--tolerations ...]
+                      [--affinity ...] [--head-resources ...] [--worker-resources ...]
+                      [--pull-secrets ...] [--service-account ...] [--secret-env ...]
+                      [--overlay FILE] [--retries N]
 
 The RayJob brings up a Ray cluster of the profile's topology (the head is one of its GPU nodes,
-or a CPU-only head with --head-gpus 0), mounts the shared volume claim at STORAGE_ROOT on every
-pod, and submits the same entrypoint and RuntimeEnv as `make submit` through the head's job
-server (submissionMode HTTPMode: no shell or CLI quoting in between), with jobId = RUN_ID.
+or a CPU-only head with --head-gpus 0, which preflight records and does not count), mounts the
+shared volume claim at STORAGE_ROOT on every pod, and submits the same entrypoint and RuntimeEnv
+as `make submit` through the head's job server (submissionMode HTTPMode: no shell or CLI quoting
+in between), with jobId = RUN_ID. The pod settings for a production cluster (RDMA devices,
+IPC_LOCK, placement, sizes, pull secrets, service account, variables from secrets) are
+prep/podspec.py's; an overlay file merges in the rest (prep/overlay.py). When the profile saves
+checkpoints, KubeRay retries a failed job (backoffLimit) and the launcher makes each retry the
+next attempt, <RUN_ID>.2, ..., resuming from the newest complete checkpoint (RESUME_FROM=auto).
 Exit codes: 0 printed; 2 usage error.
 """
 from __future__ import annotations
@@ -20,21 +29,21 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from prep import jobspec, yamltext  # noqa: E402
+from prep import jobspec, overlay, podspec, yamltext  # noqa: E402
 from prep.submit import job_variables  # noqa: E402
 from prep.jobs_api import JobsError  # noqa: E402
+from twgrpo.formats import bounded  # noqa: E402
 from twgrpo.run.findings import UsageError  # noqa: E402
 from twgrpo.run.profile import DEFAULT_PROFILE, load_profile  # noqa: E402
 
 VOLUME = "shared-volume"
 MAX_NAME = 47  # KubeRay refuses longer RayJob names (it derives cluster and service names)
 KEEP_S = 300  # seconds the finished cluster stays, for kubectl logs; the run's files are on the volume
-RETRIES_OFF = ("Retries are off (backoffLimit: 0): a retry would start the same RUN_ID again,",
-               "which the launcher refuses (LAUNCH-E008: a run folder is never reused), and",
-               "automatic resume is not built yet. To continue a preempted run, print a new RayJob",
-               "with a new RUN_ID and RESUME_FROM=<the preempted RUN_ID>, and apply it.")
-IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
-CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+DEFAULT_RETRIES = 2  # retries of a job whose profile saves checkpoints (each resumes)
+IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*\Z")
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\Z")
+IMAGE_VARIABLE = "TWGRPO_IMAGE"  # the image reference, recorded in run.json by the launcher
 
 
 def k8s_name(run_id: str) -> str:
@@ -48,40 +57,44 @@ def k8s_name(run_id: str) -> str:
     return name
 
 
-def pod(role: str, image: str, gpus: int, storage_root: str, claim: str) -> dict:
+def pod(role: str, image: str, storage_root: str, claim: str) -> dict:
     container = {"name": f"ray-{role}", "image": image,
                  "volumeMounts": [{"name": VOLUME, "mountPath": storage_root},
                                   {"name": "dshm", "mountPath": "/dev/shm"}]}
-    if gpus:
-        container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
     return {"spec": {"containers": [container],
                      "volumes": [{"name": VOLUME, "persistentVolumeClaim": {"claimName": claim}},
                                  {"name": "dshm", "emptyDir": {"medium": "Memory"}}]}}
 
 
 def manifest(spec: dict, nodes: int, gpus_per_node: int, head_gpus: int, image: str,
-             claim: str, storage_root: str, profile_name: str) -> dict:
+             claim: str, storage_root: str, profile_name: str, retries: int,
+             settings: podspec.PodSettings, pieces=({}, {})) -> dict:
+    run_id = spec["submission_id"]
+    name = k8s_name(run_id)
     workers = nodes - 1 if head_gpus else nodes
     head_params = {} if head_gpus else {"num-gpus": "0"}
+    head = podspec.apply(pod("head", image, storage_root, claim), settings, head_gpus, "head", name)
     cluster = {"headGroupSpec": {"rayStartParams": head_params,
-                                 "template": pod("head", image, head_gpus, storage_root, claim)}}
+                                 "template": overlay.merge(head, pieces[0])}}
     if workers:
+        worker = podspec.apply(pod("worker", image, storage_root, claim), settings, gpus_per_node,
+                               "worker", name)
         cluster["workerGroupSpecs"] = [{
             "groupName": "gpu-workers", "replicas": workers, "minReplicas": workers,
             "maxReplicas": workers, "rayStartParams": {},
-            "template": pod("worker", image, gpus_per_node, storage_root, claim)}]
-    run_id = spec["submission_id"]
+            "template": overlay.merge(worker, pieces[1])}]
     return {
         "apiVersion": "ray.io/v1", "kind": "RayJob",
-        "metadata": {"name": k8s_name(run_id),
+        "metadata": {"name": name,
                      "labels": {"app.kubernetes.io/name": "two-worker-grpo",
                                 "two-worker-grpo/profile": profile_name},
-                     "annotations": {"two-worker-grpo/run-id": run_id}},
+                     "annotations": {"two-worker-grpo/run-id": run_id,
+                                     "two-worker-grpo/image": image}},
         "spec": {"jobId": run_id, "submissionMode": "HTTPMode",
                  "entrypoint": spec["entrypoint"],
                  "runtimeEnvYAML": json.dumps(spec["runtime_env"], indent=2),
                  "shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": KEEP_S,
-                 "backoffLimit": 0, "rayClusterSpec": cluster}}
+                 "backoffLimit": retries, "rayClusterSpec": cluster}}
 
 
 def head_gpu_count(text: str, gpus_per_node: int) -> int:
@@ -91,6 +104,51 @@ def head_gpu_count(text: str, gpus_per_node: int) -> int:
         raise JobsError("SUB-E020", f"RAYJOB_HEAD_GPUS={text!r}: a head holds the profile's "
                         f"{gpus_per_node} GPUs (empty) or none (0) — set RAYJOB_HEAD_GPUS= or 0")
     return int(text)
+
+
+def retry_count(text: str, save_freq: str) -> int:
+    """backoffLimit: RAYJOB_RETRIES, else DEFAULT_RETRIES when checkpoints are saved, else 0
+    (a retry without a checkpoint would start over)."""
+    if text == "":
+        return DEFAULT_RETRIES if save_freq.isdigit() and int(save_freq) > 0 else 0
+    if not text.isdigit() or int(text) > 20:
+        raise podspec.bad("RAYJOB_RETRIES", text, "a whole number from 0 to 20")
+    return int(text)
+
+
+def read_overlay(path: str):
+    """(head piece, workers piece) from the overlay file; ({}, {}) without one."""
+    if not path:
+        return {}, {}
+    try:
+        stream, _ = bounded.open_regular(path)  # a FIFO or device in its place never blocks
+        with stream:
+            data = stream.read(overlay.MAX_BYTES + 1)
+        return overlay.pieces(overlay.parse(data.decode("utf-8")))
+    except (OSError, UnicodeDecodeError, overlay.OverlayError) as exc:
+        raise JobsError("SUB-E142", f"RAYJOB_OVERLAY={path}: {exc} — write a pod template piece "
+                        "in the YAML subset prep/overlay.py takes, or JSON") from None
+
+
+def comment_lines(args, profile, head_gpus: int, retries: int, digest: bool):
+    lines = [f"A KubeRay RayJob for run {args.run_id}, profile {profile.PROFILE_NAME}: "
+             f"{profile.NODES} GPU node(s) x {profile.GPUS_PER_NODE} GPU(s)"
+             + (", and a CPU-only head (preflight records it, counts only the GPU nodes)."
+                if not head_gpus else "; the head is one of them."),
+             "Printed by `make rayjob`; apply with: kubectl apply -f <this file>",
+             f"The volume claim {args.claim} is mounted at {args.storage_root} on every pod."]
+    if retries:
+        lines += [f"KubeRay retries a failed job up to {retries} time(s) (backoffLimit): each retry",
+                  f"is the launcher's next attempt ({args.run_id}.2, ...), resuming from the newest",
+                  "complete checkpoint (RESUME_FROM=auto); a run that failed a check is not retried."]
+    else:
+        lines += ["Retries are off (backoffLimit: 0): the profile saves no checkpoint to resume from.",
+                  "To continue a preempted run, print a new RayJob with a new RUN_ID and",
+                  "RESUME_FROM=<the preempted RUN_ID>, and apply it."]
+    if not digest:
+        lines.append("Warning (SUB-W002): the image is named by tag, which can move: pin it by "
+                     "digest (RAYJOB_IMAGE=<name>@sha256:<digest>).")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -103,37 +161,53 @@ def main(argv=None) -> int:
     parser.add_argument("--head-gpus", default="")
     parser.add_argument("--bundle", default="", help="the bundle folder (default: this checkout's)")
     parser.add_argument("--var", action="append", default=[], metavar="KEY=VALUE")
+    for knob in ("rdma", "ipc-lock", "node-selector", "tolerations", "affinity", "head-resources",
+                 "worker-resources", "pull-secrets", "service-account", "secret-env", "overlay",
+                 "retries"):
+        parser.add_argument(f"--{knob}", default="", help=f"RAYJOB_{knob.upper().replace('-', '_')}")
     args = parser.parse_args(argv)
     try:
         if not IMAGE.match(args.image):
             raise JobsError("SUB-E021", f"RAYJOB_IMAGE={args.image!r} is not an image reference "
-                            "— set RAYJOB_IMAGE=<registry/verl image:tag>")
+                            "— set RAYJOB_IMAGE=<registry/verl image>@sha256:<digest>")
         if not CLAIM.match(args.claim):
             raise JobsError("SUB-E021", f"RAYJOB_CLAIM={args.claim!r} is not a claim name — set "
                             "RAYJOB_CLAIM=<the shared volume's PersistentVolumeClaim>")
+        settings = podspec.settings(
+            args.rdma, args.ipc_lock, args.node_selector, args.tolerations, args.affinity,
+            args.head_resources, args.worker_resources, args.pull_secrets, args.service_account,
+            args.secret_env)
+        pieces = read_overlay(args.overlay)
         bundle_dir = Path(args.bundle) if args.bundle else jobspec.bundle.BUNDLE
         variables = job_variables(args.var)
-        variables["RUN_ID"] = args.run_id
+        secret = podspec.secret_like(variables)
+        if secret:
+            raise JobsError("SUB-E140", f"JOB_ENV sets {secret}, whose value would be printed in the "
+                            f"manifest — keep it in a Kubernetes secret and set RAYJOB_SECRET_ENV="
+                            f"{secret}=<secret name>/<key>")
+        variables.update({"RUN_ID": args.run_id, IMAGE_VARIABLE: args.image})
         spec = jobspec.job_spec(args.storage_root, args.profile, bundle_dir, variables)
         name = args.profile or DEFAULT_PROFILE
         profile = load_profile(str(bundle_dir / "profiles" / f"{name}.env"))
         head_gpus = head_gpu_count(args.head_gpus, profile.GPUS_PER_NODE)
+        retries = retry_count(args.retries, variables.get("SAVE_FREQ") or str(profile.SAVE_FREQ))
+        if retries and not variables.get("RESUME_FROM"):  # each retry resumes its attempts
+            spec["runtime_env"]["env_vars"]["RESUME_FROM"] = "auto"
+        document = manifest(spec, profile.NODES, profile.GPUS_PER_NODE, head_gpus, args.image,
+                            args.claim, args.storage_root, profile.PROFILE_NAME, retries,
+                            settings, pieces)
+    except overlay.OverlayError as exc:
+        print(f"rayjob: (SUB-E142) RAYJOB_OVERLAY={args.overlay}: {exc} — change the overlay so it "
+              "fits the generated pod template", file=sys.stderr)
+        return 2
     except (JobsError, jobspec.SpecError, UsageError) as exc:
         print(f"rayjob: {exc}", file=sys.stderr)
         return 2
-    comments = [f"A KubeRay RayJob for run {args.run_id}, profile {profile.PROFILE_NAME}: "
-                f"{profile.NODES} node(s) x {profile.GPUS_PER_NODE} GPU(s).",
-                "Printed by `make rayjob`; apply with: kubectl apply -f <this file>",
-                f"The volume claim {args.claim} is mounted at {args.storage_root} on every pod.",
-                *RETRIES_OFF]
-    if not head_gpus:
-        note = ("a CPU-only head is one more Ray node, and today's preflight expects exactly the "
-                f"profile's NODES={profile.NODES}, each with GPUS_PER_NODE GPUs (PRE-E012): it "
-                "needs a profile that describes a CPU-only head")
-        comments.append(f"Note: {note}.")
-        print(f"rayjob: {note}", file=sys.stderr)
-    document = manifest(spec, profile.NODES, profile.GPUS_PER_NODE, head_gpus, args.image,
-                        args.claim, args.storage_root, profile.PROFILE_NAME)
+    digest = bool(DIGEST.search(args.image))
+    if not digest:
+        print(f"rayjob: (SUB-W002) RAYJOB_IMAGE={args.image} is a tag, which can move to another "
+              "image: pin it by digest, <name>@sha256:<digest>", file=sys.stderr)
+    comments = comment_lines(args, profile, head_gpus, retries, digest)
     sys.stdout.write(yamltext.dump(document, comments))
     return 0
 

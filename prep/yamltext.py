@@ -10,7 +10,7 @@ import json
 import re
 from typing import List
 
-PLAIN_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9._/-]*$")
+PLAIN_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9._/-]*\Z")  # \Z: $ would let a final newline in
 RESERVED = {"true", "false", "yes", "no", "on", "off", "null", "y", "n"}
 
 
@@ -63,6 +63,8 @@ def entry(head: str, item: object, indent: int, in_list: bool = False) -> List[s
 
 
 def dump(document: dict, comments: List[str] = ()) -> str:
-    """The document as YAML text, after `# ` comment lines."""
-    head = [f"# {line}".rstrip() for line in comments]
+    """The document as YAML text, after `# ` comment lines (a comment's own line breaks and
+    control characters made visible, so no value in a comment can start a YAML line)."""
+    head = [f"# {text if text.isprintable() else json.dumps(text)[1:-1]}".rstrip()
+            for text in map(str, comments)]
     return "\n".join([*head, *lines(document, 0)]) + "\n"

@@ -18,7 +18,7 @@ readonly REPO
 readonly VENV=$REPO/.venv
 readonly RESULTS=$REPO/.cache/test-results
 readonly DEBIAN_PACKAGES=(python3-venv bats bats-assert bats-support bats-file shellcheck util-linux
-  git chromium fonts-dejavu-core)
+  git chromium fonts-dejavu-core slurmctld slurmd slurm-client munge gcc libc6-dev iptables)
 
 die() {
   printf 'tests: %s\n' "$*" >&2

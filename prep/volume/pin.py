@@ -44,7 +44,7 @@ def read_pins(profile: Profile, root: Path) -> Dict[str, str]:
     if checkout.name != commit:
         raise UnsafeFolder(f"{checkout} holds commit {commit}: the folder must be named after "
                            "its commit (code/verl/<commit>/)")
-    return {
+    pins = {
         "VERL_COMMIT": commit,
         "VERL_SUMS_SHA256": tree_sha,
         "MODEL_SUMS_SHA256": hashing.sha256_file(profile.model_root(root) / "SHA256SUMS"),
@@ -53,6 +53,25 @@ def read_pins(profile: Profile, root: Path) -> Dict[str, str]:
         "TRAIN_ROWS": str(parquet.read_footer(data / "train.parquet").num_rows),
         "TEST_ROWS": str(parquet.read_footer(data / "test.parquet").num_rows),
     }
+    reward = profile.reward_path(root)
+    if reward is not None:  # hashed as the inputs phase will hash it: a regular file, no link
+        if reward.is_symlink() or not reward.is_file():
+            raise UnsafeFolder(f"REWARD_FILE {reward} is not a regular file: put the reward "
+                               "function there (not a link), then pin again")
+        pins["REWARD_SHA256"] = hashing.sha256_file(reward)
+    converter = profile.converter_path(root)
+    if converter is not None:  # pinned only as the script that made the data on the volume
+        if converter.is_symlink() or not converter.is_file():
+            raise UnsafeFolder(f"DATA_CONVERTER {converter} is not a regular file: put the "
+                               "converter there (not a link), make prepare-inputs, then pin again")
+        digest = hashing.sha256_file(converter)
+        if manifest.get("converter_sha256") != digest:
+            raise UnsafeFolder(f"DATA_CONVERTER {converter} (sha256 {digest}) did not make the data "
+                               f"in {data} (its dataset-manifest.json records "
+                               f"{manifest.get('converter', 'another converter')}): move that "
+                               "folder aside and make prepare-inputs with it")
+        pins["DATA_CONVERTER_SHA256"] = digest
+    return pins
 
 
 def profile_text(profile: Profile, name: str, values: Dict[str, str], header: str) -> str:

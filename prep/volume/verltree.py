@@ -48,12 +48,13 @@ def safe_git(checkout: Path, *args: str) -> str:
         env.update(HOME=home, XDG_CONFIG_HOME=home, GIT_CONFIG_NOSYSTEM="1",
                    GIT_CONFIG_GLOBAL=os.devnull, GIT_ATTR_NOSYSTEM="1",
                    GIT_DIR=str(git_dir), GIT_WORK_TREE=str(checkout),  # over core.worktree
-                   GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat")
+                   GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat",
+                   GIT_NO_REPLACE_OBJECTS="1", GIT_GRAFT_FILE=os.devnull)
         neutral = ["-c", "core.fsmonitor=false", "-c", f"core.hooksPath={os.devnull}",
                    "-c", "core.untrackedCache=false", "-c", "diff.external=",
                    "-c", "core.pager=cat", "-c", f"safe.directory={checkout}",
                    "-c", "core.sshCommand=false", "-c", "protocol.allow=never"]
-        out = subprocess.run(["git", "--no-pager", *neutral, *args], cwd=home, env=env, capture_output=True, check=False)
+        out = subprocess.run(["git", "--no-pager", "--no-replace-objects", *neutral, *args], cwd=home, env=env, capture_output=True, check=False)
     if out.returncode:
         raise TreeError(f"git {' '.join(args)} failed in {checkout}: "
                         f"{out.stderr.decode('utf-8', 'replace').strip()[:300]}")

@@ -15,10 +15,10 @@ setup() {
   run_id=$(basename "$REPO"/tests/fixtures/real-smoke-run/smoke-*)
   run make -s -C "$REPO" demo DEMO_ROOT="$root"
   assert_success
-  assert_output --partial "inputs: PASSED (8 checks)"
+  assert_output --partial "inputs: PASSED (10 checks)"
   assert_output --partial "install: "
   assert_output --partial 'exec /usr/bin/env bash --noprofile --norc -p "$launcher"'
-  assert_output --partial "postflight: PASSED (16 checks)"
+  assert_output --partial "postflight: PASSED (17 checks)"
   assert_output --partial "(POST-E022)"
   assert_line "run $run_id: SUCCESS: every check of every phase passed"
   assert_line --regexp "^demo-damaged-checkpoint +.* FAILED$"

@@ -73,6 +73,34 @@ tamper_verifier() {  # the verifier prints TAMPERED once it runs
   refute_output --partial "HOOKED"
 }
 
+# Builtins as exported functions: each one says HOOKED and claims a verified start, so a
+# hijack would show; exec then ends the shell without running the launcher.
+export_builtin_hooks() {  # the environment entries bash imports as functions
+  local name
+  for name in exec '[' echo cat unset local mapfile; do
+    printf 'BASH_FUNC_%s%%%%=() { printf "HOOKED %s\\ndriver: verified\\n" >&2; builtin exit 0; }\0' "$name" "$name"
+  done
+}
+
+@test "exported functions named exec, [, echo or cat cannot stand in for the Driver command's builtins" {
+  tamper_verifier
+  local command
+  local -a hooks
+  command=$(driver_command exp-001)
+  mapfile -d '' -t hooks < <(export_builtin_hooks)
+  run env "${hooks[@]}" bash -c "$command"
+  assert_failure 1
+  assert_output --partial "(LAUNCH-E012) verify-two-worker-grpo-v1.py: sha256 expected"
+  refute_output --partial "HOOKED"
+  refute_output --partial "TAMPERED"
+  # the launcher run by hand in such a shell: its restart is the builtin exec, not the function
+  run env "${hooks[@]}" bash "$BUNDLE/run-two-worker-grpo-v1.sh"
+  assert_failure 1
+  assert_output --partial "(LAUNCH-E012) verify-two-worker-grpo-v1.py: sha256 expected"
+  refute_output --partial "HOOKED"
+  assert_not_exist "$STORAGE/runs"
+}
+
 @test "the dropped hooks and what the environment can still change are recorded in run.json" {
   write_hooks "$BATS_TEST_TMPDIR/hooks.sh"
   local command
@@ -91,6 +119,16 @@ print("BASH_ENV" in dropped, "BASH_FUNC_python3%%" in dropped, env["variables"][
   # the phases' environment holds none of them
   run grep -c 'BASH_FUNC_\|BASH_ENV' "$(run_dir exp-001)/driver.log"
   assert_output 0
+}
+
+@test "a LATEST that is a FIFO does not hang the Driver command's missing-version message" {
+  local command
+  command=$(driver_command exp-001 | sed 's/ v=[^ ;]*;/ v=bundle-000000000000;/')  # a version not here
+  mkfifo "$STORAGE/tools/verl/LATEST"
+  run timeout 20 bash -c "$command"
+  assert_failure 2
+  assert_output --partial "(LAUNCH-E046) bundle bundle-000000000000 of this command is not in"
+  assert_output --partial "(the latest installed is unknown)"
 }
 
 @test "the launcher run by sh says to use bash" {
@@ -156,5 +194,5 @@ print("BASH_ENV" in dropped, "BASH_FUNC_python3%%" in dropped, env["variables"][
   rm -rf "${STORAGE:?}/tools/verl/two-worker-grpo/$version_a"
   RUN_ID=run-c run bash -c "$command_a"
   assert_failure 2
-  assert_output "driver: (LAUNCH-E046) bundle $version_a of this command is not in $STORAGE/tools/verl/two-worker-grpo (the latest installed is $version_b) — re-copy the Driver command: make driver-command"
+  assert_output "driver: (LAUNCH-E046) bundle $version_a of this command is not in $STORAGE/tools/verl/two-worker-grpo (the latest installed is $version_b) — install it from the checkout that printed this command: make install-tools (or re-copy the Driver command for the installed one: make driver-command)"
 }

@@ -92,6 +92,7 @@ launch_and_signal() {  # launch_and_signal FILE SIGNAL
   assert_equal "$(failed_field phase)" inputs
   assert_equal "$(failed_field exit_status)" 1
   assert_equal "$(failed_field signal)" none
+  assert_equal "$(failed_field cause)" "failed checks inputs: model-files (INP-E008); inputs: model-weights (INP-E014)"
   local run
   run=$(run_dir "$RUN_ID")
   assert_file_exist "$run/driver.log"
@@ -123,7 +124,7 @@ launch_and_signal() {  # launch_and_signal FILE SIGNAL
 @test "the collective probe runs over Gloo in preflight and preflight.json records its ranks" {
   STANDIN_MODE=fail COLLECTIVE_PROBE=gloo COLLECTIVE_TIMEOUT=40 launch  # only preflight matters here
   assert_failure 3
-  assert_output --partial "preflight: collective ............. ok"
+  assert_output --regexp "preflight: collective \.+ ok"  # the dots pad to the longest check name
   assert_equal "$(failed_field phase)" training
   run python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["collective"]; print(c["backend"], c["world"], [r["stage"] for r in c["ranks"]])' \
     "$(run_dir "$RUN_ID")/preflight.json"

@@ -22,6 +22,7 @@ setup() {
   use_fixture
   export STORAGE_ROOT=$STORAGE RUN_ID=spot PROBE_TIMEOUT=30 SAVE_FREQ=1
   export HEARTBEAT_INTERVAL=1 HEARTBEAT_LEASE=3  # a short lease: the test waits it out
+  export RAY_JOB_SUBMISSION_ID=spot  # the platform's name for the job: its retries carry it too
   export STANDIN_DUMP=$BATS_TEST_TMPDIR/standin STANDIN_LIB=$REPO/tests/lib
   JOB_SID=""
 }
@@ -146,4 +147,25 @@ verify_runs() {
   HEARTBEAT_INTERVAL=x launch
   assert_output --partial "(LAUNCH-E090)"
   assert_not_exist "$(run_dir spot)"
+}
+
+@test "a launcher whose heartbeat process alone is KILLed gets another: RUNNING past its lease, never retried" {
+  STANDIN_STOP_AFTER=1 start_job
+  local beater
+  beater=$(field spot heartbeat.json beater_pid)
+  kill -KILL "$beater"
+  sleep 5  # longer than the 3 s lease: only a new beater keeps the beat fresh
+  assert_equal "$(field spot heartbeat.json state)" alive
+  [[ "$(field spot heartbeat.json beater_pid)" != "$beater" ]]
+  local age
+  age=$(python3 -c 'import json, sys, time; print(int(time.time() - json.load(open(sys.argv[1]))["beat_epoch"]))' \
+    "$(run_dir spot)/heartbeat.json")
+  ((age <= 3))  # fresh: another host reading it sees a live run too
+  grep -q "(LAUNCH-W001) the heartbeat process $beater ended while the launcher ran" "$(run_dir spot)/driver.log"
+  verify_runs
+  assert_output --regexp "spot +.*RUNNING"
+  launch
+  assert_failure 2
+  assert_output --partial "(LAUNCH-E091)"
+  assert_not_exist "$(run_dir spot.2)"
 }

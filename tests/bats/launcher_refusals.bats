@@ -124,6 +124,51 @@ assert_nothing_written() {
   assert_file_not_exist "$run/FAILED"
 }
 
+# A "preempted" run planted at the RUN_ID (same profile and bundle, a checkpoint, FAILED by TERM)
+# made a fresh launch its attempt 2, resuming the planted checkpoint; it was not made by this job.
+plant_preempted() {  # plant_preempted RUN_ID JOB_IDENTITY_JSON
+  local run kind
+  run=$(run_dir "$1")
+  mkdir -p "$run/checkpoints/global_step_1/actor"  # complete for a world of 1 (run/preemption.py)
+  echo 1 >"$run/checkpoints/latest_checkpointed_iteration.txt"
+  for kind in data.pt actor/fsdp_config.json actor/{model,optim,extra_state}_world_size_1_rank_0.pt; do
+    echo planted >"$run/checkpoints/global_step_1/$kind"
+  done
+  python3 -c 'import hashlib, json, sys
+values = {"NODES": "1", "GPUS_PER_NODE": "1", "TARGET_STEPS": "3"}
+json.dump({"run_id": sys.argv[2], "started_at": "2026-12-01T00:00:00Z",
+           "profile": {"name": sys.argv[3], "values": values}, "job_identity": json.loads(sys.argv[5]),
+           "bundle_sums_sha256": hashlib.sha256(open(sys.argv[4], "rb").read()).hexdigest()},
+          open(sys.argv[1] + "/run.json", "w"))' "$run" "$1" "$PROFILE" "$BUNDLE/SHA256SUMS" "$2"
+  printf 'time=2026-12-01T00:01:00Z\nphase=training\nexit_status=143\nsignal=TERM\n' >"$run/FAILED"
+}
+
+@test "a fresh launch refuses a preempted run folder planted at its RUN_ID, of no job or another job" {
+  plant_preempted exp-001 null
+  BEFORE=$(tree_state "$STORAGE")
+  RAY_JOB_SUBMISSION_ID=exp-001 launch
+  assert_failure 2
+  assert_output --partial "(LAUNCH-E094) run folder $(run_dir exp-001) was not made by this job: its job identity is none, this launch's is ray-job exp-001"
+  assert_output --partial "set RESUME_FROM=exp-001 with the new RUN_ID"
+  assert_not_exist "$(run_dir exp-001.2)"
+  assert_equal "$(tree_state "$STORAGE")" "$BEFORE"
+  plant_preempted exp-001 '{"kind": "slurm", "id": "77"}'
+  SLURM_JOB_ID=78 launch
+  assert_failure 2
+  assert_output --partial "its job identity is slurm 77, this launch's is slurm 78"
+  assert_not_exist "$(run_dir exp-001.2)"
+}
+
+@test "RESUME_FROM=auto refuses a preempted <RUN_ID>.7 planted beside a new RUN_ID" {
+  plant_preempted exp-001.7 '{"kind": "ray-job", "id": "someone-else"}'
+  BEFORE=$(tree_state "$STORAGE")
+  RESUME_FROM=auto RAY_JOB_SUBMISSION_ID=exp-001 launch
+  assert_failure 2
+  assert_output --partial "(LAUNCH-E094) run folder $(run_dir exp-001.7) was not made by this job"
+  assert_not_exist "$(run_dir exp-001)"
+  assert_equal "$(tree_state "$STORAGE")" "$BEFORE"
+}
+
 @test "launcher refuses to start when a required command is missing" {
   mkdir "$BATS_TEST_TMPDIR/bin"
   local cmd

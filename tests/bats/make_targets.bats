@@ -164,7 +164,7 @@ setup() {
   local profile=$BUNDLE/profiles/test-fixture.env
   run make -s -C "$REPO" verify-inputs PREP_ROOT="$STORAGE" PROFILE="$profile"
   assert_success
-  assert_output --partial "inputs: PASSED (8 checks)"
+  assert_output --partial "inputs: PASSED (10 checks)"
   echo "stray" >"$(find "$STORAGE/code/verl" -mindepth 1 -maxdepth 1 -type d)/stray.txt"
   run make -s -C "$REPO" verify-inputs PREP_ROOT="$STORAGE" PROFILE="$profile"
   assert_failure  # make exits 2; its message carries the verifier's 1
@@ -205,20 +205,37 @@ setup() {
   rm "$runs/$run_id/SUCCESS"
   run make -s -C "$REPO" postflight PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID="$run_id"
   assert_success
-  assert_output --partial "postflight: PASSED (16 checks)"
+  assert_output --partial "postflight: PASSED (17 checks)"
+  # this volume holds the run but not its inputs: named, not passed in silence
+  assert_output --partial "(POST-W020) not re-hashed, not found on this box: model ($BATS_TEST_TMPDIR/vol/models/"
   assert_file_exist "$runs/$run_id/SUCCESS"
   run make -s -C "$REPO" report PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID="$run_id"
   assert_success
   assert_line "run $run_id: SUCCESS: every check of every phase passed"
   assert_line "  profile   smoke-1x1: 1 node x 1 GPU (any model), 2 steps, rollout hf, lr 1e-06"
   assert_line "  node 0    vm (192.0.2.2, head): 1 x NVIDIA H200, driver 580.159.04, ranks 0"
-  assert_line --partial "  phases    inputs passed 0 s · preflight passed 2 s · training passed 53 s"
+  assert_line --regexp "^  phases    inputs passed [0-9]+ s · preflight passed [0-9]+ s · training passed [0-9a-z ]+ s · postflight passed"
   assert_line --partial "  note      All rewards are 0, as expected"
   assert_line "report: $runs/$run_id/report.html"
   assert_file_exist "$runs/$run_id/report.html"
   run make -s -C "$REPO" runs PREP_ROOT="$BATS_TEST_TMPDIR/vol"
   assert_success
-  assert_line --regexp "^$run_id +2026-12-02 13:09:38 UTC +56 s +smoke-1x1 +SUCCESS$"
+  local day="${run_id:6:4}-${run_id:10:2}-${run_id:12:2}"  # smoke-YYYYMMDDT...: the day it started
+  assert_line --regexp "^$run_id +$day [0-9:]{8} UTC +[0-9a-z ]+ s +smoke-1x1 +SUCCESS$"
+}
+
+@test "through make a failed check exits 2 and make's last line names the tool's own code" {
+  local runs=$BATS_TEST_TMPDIR/vol/runs/verl/two-worker-grpo run_id
+  mkdir -p "$runs"
+  cp -a "$REPO"/tests/fixtures/real-smoke-run/smoke-* "$runs/"
+  run_id=$(basename "$runs"/smoke-*)
+  rm "$runs/$run_id/training.log"
+  run make -s -C "$REPO" postflight PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID="$run_id"
+  assert_failure 2
+  assert_line --regexp "^make: \*\*\* \[Makefile:[0-9]+: postflight\] Error 1$"
+  run make -s -C "$REPO" postflight PREP_ROOT="$BATS_TEST_TMPDIR/vol"
+  assert_failure 2
+  assert_line --regexp "^make: \*\*\* \[Makefile:[0-9]+: postflight\] Error 2$"
 }
 
 @test "make report and make runs into a closed pipe end quietly (make report | head)" {
@@ -235,11 +252,14 @@ setup() {
 }
 
 @test "make smoke on a machine without a GPU stops at once with exit 2 and writes nothing" {
-  PATH=$VENV/bin:/usr/bin:/bin run make -s -C "$REPO" smoke SMOKE_ROOT="$BATS_TEST_TMPDIR/smoke"
+  PATH=$VENV/bin:/usr/bin:/bin run make -s -C "$REPO" smoke SMOKE_ROOT="$BATS_TEST_TMPDIR/smoke" \
+    SMOKE_ENV="$BATS_TEST_TMPDIR/env"
   assert_failure
-  assert_output --partial "smoke: needs one NVIDIA GPU, and nvidia-smi is not on PATH"
+  assert_output --partial "smoke-env: nvidia-smi: (ENV-E001) nvidia-smi is not on PATH"
+  assert_output --partial "HINT: Run make smoke on a machine with one NVIDIA GPU"
   assert_output --regexp "Error 2"
   assert_not_exist "$BATS_TEST_TMPDIR/smoke"
+  assert_not_exist "$BATS_TEST_TMPDIR/env"
 }
 
 @test "the pasted Driver command over an installed volume runs the hash and input checks, then preflight" {
@@ -259,7 +279,7 @@ setup() {
     bash -c 'mount -t tmpfs tmpfs /tmp/ray && exec bash -c "$1"' _ "$command"
   assert_failure 1
   assert_output --regexp "driver: $STORAGE/tools/verl/two-worker-grpo/bundle-[0-9a-f]{12}/run-two-worker-grpo-v1.sh verified"
-  assert_output --partial "inputs: PASSED (8 checks)"
+  assert_output --partial "inputs: PASSED (10 checks)"
   assert_output --partial "(PRE-E011) ray.init(address='auto') failed"
   run cat "$STORAGE/runs/verl/two-worker-grpo/pasted/FAILED"
   assert_line "phase=preflight"

@@ -78,7 +78,7 @@ model_dir() {
   assert_success
   run make -s -C "$REPO_COPY" verify-inputs PREP_ROOT="$VOL" PROFILE=local
   assert_success
-  assert_output --partial "inputs: PASSED (8 checks)"
+  assert_output --partial "inputs: PASSED (10 checks)"
 }
 
 @test "GSM8K is converted row for row into verl's schema" {
@@ -173,7 +173,7 @@ PY
   assert_output "0"
   run make -s -C "$REPO_COPY" check-profile PROFILE=mine
   assert_failure
-  assert_output --partial "(INP-E070) VERL_SUMS_SHA256, MODEL_SUMS_SHA256, DATA_SUMS_SHA256 not pinned yet"
+  assert_output --partial "(INP-E070) VERL_SUMS_SHA256, MODEL_SUMS_SHA256, DATA_SUMS_SHA256, TRAIN_ROWS, TEST_ROWS not pinned yet"
   prepare PROFILE=mine
   assert_success
   run make -s -C "$REPO_COPY" verify-inputs PREP_ROOT="$VOL" PROFILE=mine
@@ -199,6 +199,81 @@ PY
   assert_failure
   assert_output --partial "exists with other pins (DATA_SUMS_SHA256: aaaa"
   assert_equal "$(cat "$profiles/mine.env")" "$before"
+}
+
+@test "a new profile from the tutorial takes its own data's row counts at pin time, without FORCE=1" {
+  local profiles=$REPO_COPY/tools/verl/two-worker-grpo/profiles
+  sed -i "s/^VERL_COMMIT=.*/VERL_COMMIT=$VERL_COMMIT_PINNED/" "$profiles/tutorial-2x2-a100.env"
+  run make -s -C "$REPO_COPY" new-profile FROM=tutorial-2x2-a100 NAME=mine
+  assert_success
+  run grep -E "^(TRAIN|TEST)_ROWS=" "$profiles/mine.env"
+  assert_failure  # no tutorial counts (7473 / 1319) to refuse the user's data with
+  prepare PROFILE=mine  # 30 and 10 rows
+  assert_success
+  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=mine
+  assert_success
+  run grep -E "^(TRAIN|TEST)_ROWS=" "$profiles/mine.env"
+  assert_output $'TRAIN_ROWS=30\nTEST_ROWS=10'
+  run make -s -C "$REPO_COPY" checksums
+  run make -s -C "$REPO_COPY" verify-inputs PREP_ROOT="$VOL" PROFILE=mine
+  assert_success
+  # Pinned counts keep the FORCE=1 rule; the inputs phase checks them.
+  sed -i 's/^TEST_ROWS=.*/TEST_ROWS=11/' "$profiles/mine.env"
+  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=mine
+  assert_failure
+  assert_output --partial "exists with other pins (TEST_ROWS: 11 -> 10)"
+  run make -s -C "$REPO_COPY" verify-inputs PREP_ROOT="$VOL" PROFILE=mine
+  assert_failure
+  assert_output --partial "(INP-E013) rows: expected 11"
+}
+
+converter_profile() {  # a profile whose data docs/examples/csv_to_verl.py makes from tiny CSVs
+  local profiles=$REPO_COPY/tools/verl/two-worker-grpo/profiles
+  sed -e 's/^PROFILE_NAME=.*/PROFILE_NAME=mine/' -e 's/^DATASET_ID=.*/DATASET_ID=me\/arith/' \
+    -e 's/^DATASET_REVISION=.*/DATASET_REVISION=v1/' -e '/^\(TRAIN\|TEST\)_ROWS=/d' \
+    -e '/_SUMS_SHA256=/d' "$profiles/prep-test.env" >"$profiles/mine.env"
+  echo "DATA_CONVERTER=converters/csv_to_verl.py" >>"$profiles/mine.env"
+  mkdir -p "$VOL/converters" "$BATS_TEST_TMPDIR/csv"
+  cp "$REPO/docs/examples/csv_to_verl.py" "$VOL/converters/"
+  { echo "question,answer"; printf '"What is 2 + %s?",%s\n' 1 3 2 4 3 5; } >"$BATS_TEST_TMPDIR/csv/train.csv"
+  { echo "question,answer"; printf '"What is 2 + %s?",%s\n' 7 9; } >"$BATS_TEST_TMPDIR/csv/test.csv"
+}
+
+@test "the docs' example converter makes verl data from CSV; pinned, a changed converter is refused by name" {
+  converter_profile
+  local profiles=$REPO_COPY/tools/verl/two-worker-grpo/profiles
+  prepare PROFILE=mine DATA_SOURCE="$BATS_TEST_TMPDIR/csv"
+  assert_success
+  assert_line "prepare-inputs: data: train: 3 rows written by converters/csv_to_verl.py"
+  local data=$VOL/datasets/huggingface/me/arith/v1/processed/verl-v0.6.0-v1
+  run python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); print(m["converter"], m["rows"])' \
+    "$data/dataset-manifest.json"
+  assert_output "converters/csv_to_verl.py sha256 $(sha256sum "$VOL/converters/csv_to_verl.py" | cut -d' ' -f1) {'test': 1, 'train': 3}"
+  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=mine
+  assert_success
+  run grep -E "^(TRAIN_ROWS|TEST_ROWS|DATA_CONVERTER_SHA256)=" "$profiles/mine.env"
+  assert_output $'TRAIN_ROWS=3\nTEST_ROWS=1\nDATA_CONVERTER_SHA256='"$(sha256sum "$VOL/converters/csv_to_verl.py" | cut -d' ' -f1)"
+  run make -s -C "$REPO_COPY" verify-inputs PREP_ROOT="$VOL" PROFILE=mine
+  assert_success
+  assert_output --regexp "data-converter \.+ ok"
+  assert_output --partial "inputs: PASSED (10 checks)"
+  echo "# edited" >>"$VOL/converters/csv_to_verl.py"
+  run make -s -C "$REPO_COPY" verify-inputs PREP_ROOT="$VOL" PROFILE=mine
+  assert_failure
+  assert_output --partial "$VOL/converters/csv_to_verl.py: (INP-E083) sha256 of DATA_CONVERTER (changed since it was pinned)"
+  assert_output --partial "HINT: The file named was changed after make pin-inputs"
+  run make -s -C "$REPO_COPY" pin-inputs PREP_ROOT="$VOL" PROFILE=mine FORCE=1
+  assert_failure  # the edited script did not make the data on the volume
+  assert_output --partial "did not make the data"
+}
+
+@test "a converter whose rows verl cannot read is refused, and nothing is published" {
+  converter_profile
+  sed -i 's/"ground_truth": answer.strip()/"answer": answer.strip()/' "$VOL/converters/csv_to_verl.py"
+  prepare PROFILE=mine DATA_SOURCE="$BATS_TEST_TMPDIR/csv"
+  assert_failure
+  assert_output --partial "(INP-E016) train.parquet from DATA_CONVERTER converters/csv_to_verl.py: verl cannot read its rows: reward_model.ground_truth missing"
+  assert_equal "$(ls -A "$VOL/datasets/huggingface/me/arith/v1/processed")" ""
 }
 
 @test "new-profile never replaces a profile and refuses a bad name" {

@@ -30,7 +30,8 @@ setup_file() {
   port=$(free_port)
   # shellcheck source=dev/ray-head.bash
   source "$REPO/dev/ray-head.bash"
-  start_ray_head "$BATS_FILE_TMPDIR/ray-head.log" --num-gpus=2 --num-cpus=2 \
+  # 3 CPUs: verl places a CPU with each of the 2 GPUs and one for its TaskRunner (job-shape)
+  start_ray_head "$BATS_FILE_TMPDIR/ray-head.log" --num-gpus=2 --num-cpus=3 \
     --include-dashboard=true --dashboard-host=127.0.0.1 --dashboard-port="$port" \
     --dashboard-agent-listen-port="$(free_port)" --dashboard-agent-grpc-port="$(free_port)" \
     --metrics-export-port="$(free_port)" 3>&-
@@ -79,6 +80,9 @@ failed_field() {  # failed_field KEY: a value from the run's FAILED marker
   # RUN_ID reached the launcher as the job's environment variable, never in the command.
   run python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["run_id"])' "$(run_dir "$RUN_ID")/run.json"
   assert_output "$RUN_ID"
+  # the job identity a retry must carry to continue it: Ray's submission id, handed to the driver
+  run python3 -c 'import json, sys; job = json.load(open(sys.argv[1]))["job_identity"]; print(job["kind"], job["id"])' "$(run_dir "$RUN_ID")/run.json"
+  assert_output "ray-job $RUN_ID"
   run http_get "$JOBS/api/jobs/$RUN_ID"
   assert_output --partial '"entrypoint": "bash -c '
   refute_output --partial "working_dir"
@@ -144,7 +148,8 @@ failed_field() {  # failed_field KEY: a value from the run's FAILED marker
   run submit PREP_ROOT=/nonexistent JOB_ENV="STANDIN_MODE=fail"
   assert_failure
   assert_output --partial "submit: (SUB-E005) RUN_ID $RUN_ID was already submitted to this cluster"
-  assert_equal "${#lines[@]}" 2  # our one line and make's Error line
+  assert_line --index 0 --partial "submit: (SUB-W001) PREP_ROOT is not mounted on this box"
+  assert_equal "${#lines[@]}" 3  # the warning, our one line and make's Error line
   run submit JOB_ENV="STANDIN_MODE=fail"
   assert_failure
   assert_output --partial "submit: (SUB-E013) $(run_dir "$RUN_ID") exists: RUN_ID $RUN_ID has run before"
@@ -195,6 +200,55 @@ failed_field() {  # failed_field KEY: a value from the run's FAILED marker
   assert_line --index 0 --partial "(SUB-E011) SAVE_FREQ='1;reboot' holds characters outside"
   run http_get "$JOBS/api/jobs/$RUN_ID"
   assert_failure  # 404: nothing was submitted
+}
+
+@test "make submit before make install-tools is refused on PREP_ROOT, naming make install-tools, and sends nothing" {
+  local volume=$BATS_TEST_TMPDIR/fresh-volume
+  mkdir -p "$volume"
+  run make -s -C "$REPO" submit RUN_ID="$RUN_ID" RAY_ADDRESS="$JOBS" PROFILE="$PROFILE" \
+    STORAGE_ROOT="$volume" PREP_ROOT="$volume" PROFILE=smoke-1x1
+  assert_failure
+  assert_line --index 0 --partial "submit: (SUB-E130) bundle bundle-"
+  assert_line --index 0 --partial "— run make install-tools PREP_ROOT=$volume, then submit again"
+  assert_line --index 1 "submit: $RUN_ID: not submitted, 1 check(s) failed before sending: SUB-E130 — nothing reached the cluster"
+  refute_output --partial "re-copy"
+  run http_get "$JOBS/api/jobs/$RUN_ID"
+  assert_failure  # 404: nothing was submitted
+  assert_dir_not_exist "$volume/runs"
+}
+
+@test "a job that dies before its run folder ends with the driver's own error line" {
+  local empty=$BATS_TEST_TMPDIR/empty-volume
+  mkdir -p "$empty"
+  run submit PREP_ROOT=/nonexistent STORAGE_ROOT="$empty" SUBMIT_BUNDLE= PROFILE=smoke-1x1
+  assert_failure
+  assert_line --index 0 --partial "submit: (SUB-W001) PREP_ROOT is not mounted on this box"
+  assert_line --regexp "^submit: $RUN_ID: FAILED, exit status 2: driver: \(LAUNCH-E045\) $empty/tools/verl/two-worker-grpo is missing: .* \(this box does not mount the volume \(PREP_ROOT\), the run folder would be $empty/runs/verl/two-worker-grpo/$RUN_ID\)$"
+}
+
+@test "a failed preflight's last line names the failed checks and their ids" {
+  local one_gpu=$BATS_TEST_TMPDIR/one-gpu.csv
+  gpus_csv "$one_gpu" 1  # the node shows one GPU of the profile's two
+  run submit JOB_ENV="STANDIN_MODE=artifacts STANDIN_LIB=$REPO/tests/lib NVIDIA_SMI_STUB=$one_gpu"
+  assert_failure
+  assert_line --regexp "^submit: $RUN_ID: FAILED, exit status 1: FAILED phase=preflight .*failed checks preflight: [a-z-]+ \(PRE-E[0-9]{3}"
+}
+
+@test "make logs FOLLOW=1 follows a running run: phase, step k of N, s/step, ETA, heartbeat, then its verdict" {
+  submit JOB_ENV="STANDIN_MODE=artifacts STANDIN_LIB=$REPO/tests/lib STANDIN_STEP_S=4" >/dev/null 2>&1 3>&- &
+  local submitter=$!
+  for _ in $(seq 120); do
+    [[ -f "$(run_dir "$RUN_ID")/training.log" ]] && break
+    sleep 0.5
+  done
+  run make -s -C "$REPO" logs RUN_ID="$RUN_ID" RAY_ADDRESS="$JOBS" PREP_ROOT="$STORAGE" FOLLOW=1
+  wait "$submitter"
+  assert_success
+  assert_line --regexp "^submit: $RUN_ID: phase training · step 0 of 2 · heartbeat [0-9]+ s ago$"
+  assert_line --regexp "^submit: $RUN_ID: phase training · step 1 of 2 · 4\.0 s/step · ETA 4 s · heartbeat [0-9]+ s ago$"
+  assert_line --regexp "^submit: $RUN_ID: phase [a-z ]+ · step 2 of 2 · 4\.0 s/step · heartbeat [0-9]+ s ago$"
+  assert_line "submit: $RUN_ID: SUCCESS — the run's folder is $(run_dir "$RUN_ID") (make report RUN_ID=$RUN_ID)"
+  assert_line --partial "run-two-worker-grpo-v1: phase postflight started"  # the job's log, followed
 }
 
 @test "the job server's refusal is one line with its reason (SUB-E006)" {

@@ -86,7 +86,8 @@ start_standin_head() {  # start_standin_head GPU_COUNT
   export PYTHONPATH=$FIXTURE/tools/verl/two-worker-grpo/rollout
   # shellcheck source=dev/ray-head.bash
   source "$REPO/dev/ray-head.bash"
-  start_ray_head "$BATS_FILE_TMPDIR/ray-head.log" --num-gpus="$1" --num-cpus=2 3>&-
+  # A CPU per GPU bundle plus the TaskRunner's, as verl asks (preflight's job-shape check).
+  start_ray_head "$BATS_FILE_TMPDIR/ray-head.log" --num-gpus="$1" --num-cpus=$(($1 + 1)) 3>&-
   export RAY_HEAD_PGID RAY_HEAD_TEMP
   unset PYTHONPATH
 }

@@ -11,7 +11,7 @@ import shlex
 import struct
 import zipfile
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 
 from tbwrite import write_events
@@ -152,14 +152,56 @@ def torch_zip(path: Path, payload: Optional[bytes] = None, storages: Sequence[in
         archive.writestr(f"{stem}/version", b"3\n")
 
 
+def record_text(data) -> str:
+    """A record as the bundle writes it (run/records.write_json)."""
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+PREFLIGHT_CHECKS = ("batch-sizes", "ray-connection", "node-count", "gpu-resources", "node-probes",
+                    "shared-storage", "gpus", "driver-version", "storage-mount", "nccl-env",
+                    "reachability", "collective", "same-packages")
+
+
+def write_preflight(run_dir: Path, profile, run_id: str, hosts: Sequence[Dict[str, str]],
+                    probe_bytes: int = 8000) -> None:
+    """preflight.json of a passed preflight: the fields sorted, so `status` lies between each
+    node's probe (nodes, before it) and the topology (workers, after it), as in a real one."""
+    gpus = profile.GPUS_PER_NODE
+    workers = [{"ordinal": i, "hostname": h["hostname"], "node_ip": h["ip"],
+                "node_id": h.get("node_id", f"{i:02x}" * 28), "is_head": i == 0,
+                "gpu_node": h.get("gpus", gpus) > 0, "gpu_names": [profile.GPU_MODEL] * h.get("gpus", gpus),
+                "gpu_count": h.get("gpus", gpus), "driver": ["535.104.05"] if h.get("gpus", 1) else [],
+                "mount_source": "storage:/volume"} for i, h in enumerate(hosts)]
+    env = {f"VAR_{i:03d}": "x" * 40 for i in range(max(probe_bytes // 56, 0))}
+    nodes = [{"hostname": h["hostname"], "node_id": w["node_id"], "node_ip": h["ip"], "env": env,
+              "gpu_query": {"gpus": [{"index": g, "name": profile.GPU_MODEL, "driver": "535.104.05",
+                                      "bus_id": f"00000000:{g:02x}:00.0", "memory_mib": 81920}
+                                     for g in range(w["gpu_count"])]}}
+             for h, w in zip(hosts, workers)]
+    checks = [{"name": name, "status": "passed", "findings": [], "skipped": 0} for name in PREFLIGHT_CHECKS]
+    (run_dir / "preflight.json").write_text(record_text({
+        "phase": "preflight", "status": "passed", "checked_at": "2026-12-02T13:00:00+00:00",
+        "run_id": run_id, "checks": checks, "passed_checks": ",".join(PREFLIGHT_CHECKS),
+        "profile": profile.to_json(), "expected_nodes": len(hosts), "world_size": sum(w["gpu_count"] for w in workers),
+        "expected_gpus_per_node": gpus, "workers": workers, "nodes": nodes}))
+
+
+def write_run_json(run_dir: Path, profile, run_id: str, storage_root: str) -> None:
+    (run_dir / "run.json").write_text(record_text({
+        "run_id": run_id, "started_at": "2026-12-02T13:00:00Z", "storage_root": storage_root,
+        "driver_host": "node-0000", "profile": profile.to_json()}))
+
+
 def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Sequence[Dict[str, str]],
               per_node: Optional[Sequence[int]] = None, with_log: bool = True,
               save_steps: Optional[Sequence[int]] = None, val_steps: Sequence[int] = (),
-              **log_options) -> Path:
+              probe_bytes: int = 8000, run_json: bool = False, **log_options) -> Path:
     """A complete run folder that postflight passes, unless log_options plant a fault.
 
     first_step/last_step (log_options) cut the run short or start it later; save_steps are the
-    steps with a checkpoint (default the last)."""
+    steps with a checkpoint (default the last). preflight.json and run.json are laid out as the
+    bundle's writer lays them out (sorted keys, indent 2), each node's probe about probe_bytes
+    (a real one is 4-8 KB), so that readers meet their fields where a real run has them."""
     run_dir.mkdir(parents=True, exist_ok=True)
     # A host with "gpus": 0 (a CPU-only head) holds no rank.
     per_node = list(per_node or [h.get("gpus", profile.GPUS_PER_NODE) for h in hosts])
@@ -180,15 +222,9 @@ def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Seq
     (run_dir / "driver.log").write_text("".join(  # the launcher's phase lines
         f"run-two-worker-grpo-v1: phase {phase} ended with status 0 after 1 s\n"
         for phase in ("inputs", "preflight", "training")))
-    (run_dir / "preflight.json").write_text(json.dumps({
-        "phase": "preflight", "status": "passed", "run_id": run_id,
-        "workers": [{"ordinal": i, "hostname": h["hostname"], "node_ip": h["ip"],
-                     "node_id": h.get("node_id", f"{i:02x}" * 28), "is_head": i == 0,
-                     "gpu_node": h.get("gpus", profile.GPUS_PER_NODE) > 0,
-                     "gpu_names": [profile.GPU_MODEL] * h.get("gpus", profile.GPUS_PER_NODE),
-                     "gpu_count": h.get("gpus", profile.GPUS_PER_NODE),
-                     "driver": ["535.104.05"] if h.get("gpus", 1) else []}
-                    for i, h in enumerate(hosts)]}, indent=2))
+    write_preflight(run_dir, profile, run_id, hosts, probe_bytes)
+    if run_json:  # as the launcher writes it (most tests write their own or none)
+        write_run_json(run_dir, profile, run_id, storage_root)
     tb = run_dir / "tensorboard"
     tb.mkdir(exist_ok=True)
     nan = log_options.get("nan_loss", False)
@@ -217,3 +253,24 @@ def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Seq
         torch_zip(ckpt / f"global_step_{step}" / "data.pt")
         (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
     return run_dir
+
+
+def healthy_run(root: Path, nodes: int, gpus: int, steps: int = 2, transport: str = "socket",
+                probe_bytes: int = 8000, noise: int = 1, run_id: str = "exp") -> Tuple[Path, Path]:
+    """(run folder, profile file) of a healthy synthesized run of nodes x gpus for steps, under
+    root's runs/, with a profile named scale-<nodes>x<gpus>[-ib][-<steps>] beside them."""
+    from twgrpo.run.profile import load_profile, with_overrides
+    name = f"scale-{nodes}x{gpus}{'-ib' if transport == 'ib' else ''}{f'-{steps}' if steps != 2 else ''}"
+    values = {"NODES": nodes, "GPUS_PER_NODE": gpus, "TRAIN_BATCH_SIZE": nodes * gpus,
+              "PPO_MINI_BATCH_SIZE": nodes * gpus, "TARGET_STEPS": steps, "PROFILE_NAME": name}
+    if transport == "ib":
+        values.update(NCCL_TRANSPORT="ib", NCCL_IB_HCA="mlx5", NCCL_SOCKET_IFNAME="eth0")
+    profile = with_overrides(load_profile("tutorial-2x2-a100"), **values)
+    root.mkdir(parents=True, exist_ok=True)
+    env = root / f"{name}.env"
+    env.write_text("".join(f"{k}={v}\n" for k, v in profile.values.items()))
+    hosts = [{"hostname": f"node-{i:04d}", "ip": f"10.{i >> 8}.{i & 255}.1"} for i in range(nodes)]
+    run = root / "runs" / "verl" / "two-worker-grpo" / run_id
+    write_run(run, profile, run_id, "/mnt/verl-reproduction", hosts, noise=noise, run_json=True,
+              probe_bytes=probe_bytes, transport=transport)
+    return run, env

@@ -243,5 +243,5 @@ def test_postflight_judges_the_nccl_variables_on_the_command_verl_ran(tmp_path):
     assert main(["postflight", "--output-dir", str(run), "--profile", str(profile)]) == 1
     assert failed_ids(run) == {"POST-E006"}
     record = json.loads((run / "verification.json").read_text())
-    found = [f for c in record["checks"] for f in c["findings"]]
+    found = [f for c in record["checks"] for f in c["findings"] if f["id"] == "POST-E006"]
     assert [(f["evidence"]["expected"], f["evidence"]["actual"]) for f in found] == [("'mlx5'", "'mlx4'")]

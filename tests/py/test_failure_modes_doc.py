@@ -1,4 +1,4 @@
-"""docs/failure-modes.md stays true: one row per FM01-FM40, every finding id it names is in the
+"""docs/failure-modes.md stays true: one row per FM01-FM59, every finding id it names is in the
 catalog and named by a test file the row lists, and its headline count is the table's."""
 import re
 from pathlib import Path
@@ -16,7 +16,7 @@ def rows():
 
 
 def test_one_row_per_failure_mode():
-    assert [fm for fm, *_ in rows()] == [f"FM{i:02d}" for i in range(1, 41)]
+    assert [fm for fm, *_ in rows()] == [f"FM{i:02d}" for i in range(1, 60)]
 
 
 def test_every_id_is_in_the_catalog_and_named_by_a_listed_test():
@@ -41,4 +41,4 @@ def test_the_headline_count_is_the_tables():
     before = sum(cls.startswith("before") for cls in classes)
     applicable = sum(cls != "n/a" for cls in classes)
     assert f"**Caught before GPU time: {before} of the {applicable} modes that can occur**" in DOC.read_text()
-    assert before >= 33
+    assert before >= 52

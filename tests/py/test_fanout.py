@@ -46,3 +46,30 @@ def test_without_ray_the_shards_are_checked_here(tmp_path, monkeypatch):
     assert fanout.check_files([path], log=said.append) == {path: None}
     assert said == ["postflight: no Ray cluster to spread the shard checks over (ModuleNotFoundError); "
                     "checking them here"]
+
+
+def test_a_pickletools_planted_on_the_workers_pythonpath_is_never_imported(ray_head, tmp_path, monkeypatch):
+    # The job's PYTHONPATH names folders on the shared volume; a planted module there that
+    # passes every pickle must not stand in for the standard library's on the worker.
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    marker = tmp_path / "planted-ran"
+    (planted / "pickletools.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\nmarkobject = object()\n"
+        "def genops(pickle):\n    return iter(())\n")
+    path = tmp_path / "model_world_size_1_rank_0.pt"
+    torchlike.write_shard(path, [256] * 8)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    import ray
+    ray.init(address=ray_head, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(planted)}})
+    said = []
+    try:
+        found = fanout.check_files([path], log=said.append, timeout=300)
+    finally:
+        ray.shutdown()
+    assert not marker.exists()
+    assert "spread over 1 Ray node(s)" in said[0] and len(said) == 1
+    assert found[path] is not None and found[path][0] == shards.check_files([path])[path][0]

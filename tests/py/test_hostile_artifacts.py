@@ -14,7 +14,8 @@ from pathlib import Path
 import hostile
 import pytest
 from twgrpo.checks import postflight, rollouts
-from twgrpo.formats import tfevents, torchzip, trainlines, trainlog
+from twgrpo.formats import tfevents, torchzip, trainlog
+from twgrpo.run import budget
 from twgrpo.cli import main
 
 FIXTURE = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run").glob("smoke-*"))
@@ -47,7 +48,8 @@ def test_a_log_line_without_end_is_a_finding_and_the_scan_goes_on(run, monkeypat
     monkeypatch.setattr(trainlog, "MAX_LINE", 1 << 16)
     hostile.log_without_newline(run, 1 << 20)
     [long] = postflight_fails_with(run, "POST-E030")
-    assert long["obj"] == "training.log:666" and long["evidence"]["length"] > 1 << 20
+    lines = (FIXTURE / "training.log").read_bytes().count(b"\n")
+    assert long["obj"] == f"training.log:{lines + 1}" and long["evidence"]["length"] > 1 << 20
     assert long["evidence"]["offset"] == len((FIXTURE / "training.log").read_bytes())
 
 
@@ -140,12 +142,13 @@ def test_a_zip_of_many_entries_at_one_offset_is_refused(run, monkeypatch, entrie
     postflight_fails_with(run, "POST-E032")
 
 
-def test_the_evidence_kept_from_a_log_is_bounded(run, monkeypatch):
-    monkeypatch.setattr(trainlines, "KEEP", 5000)
+def test_the_evidence_kept_from_a_log_is_bounded_by_the_runs_budget(run, monkeypatch):
+    monkeypatch.setattr(budget, "EVIDENCE_BASE", 5000)
     with open(run / "training.log", "a") as stream:
         stream.writelines(f"saved global_step_{n}\n" for n in range(10_000))
     [found] = postflight_fails_with(run, "POST-E033")
-    assert found["message"].startswith("5")
+    kept = int(found["message"].split("first ")[1].split()[0])
+    assert 5000 < kept < 6000 and "this run's budget" in found["message"]
 
 
 PEAK = """

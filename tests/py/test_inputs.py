@@ -71,6 +71,17 @@ def question_only_parquet(storage):
                         [{"data_source": "openai/gsm8k"}] * rows)
 
 
+def no_ground_truth_parquet(storage):
+    """test.parquet with every column of GSM8K's rows, but reward_model lacks its ground_truth."""
+    rows = int(next(line.split("=")[1] for line in open(profile(storage)) if line.startswith("TEST_ROWS=")))
+    fields = [(name, ("struct", [("style", "string")]) if name == "reward_model" else spec)
+              for name, spec in parquet.VERL_GSM8K_FIELDS]
+    parquet.write_table(data(storage) / "test.parquet", fields, [
+        {"data_source": "mine", "prompt": [{"role": "user", "content": "2+2?"}], "ability": "math",
+         "reward_model": {"style": "rule"},
+         "extra_info": {"split": "test", "index": 0, "answer": "4", "question": "2+2?"}}] * rows)
+
+
 def pinned_malformed_sums_line(storage):
     """A SHA256SUMS line nobody can read, in a folder pinned as it is now."""
     sums = model(storage) / "SHA256SUMS"
@@ -143,6 +154,7 @@ FAULTS = [
     ("no dataset manifest", lambda s: (data(s) / "dataset-manifest.json").unlink(), {"INP-E009", "INP-E010"}),
     ("manifest not JSON", lambda s: (data(s) / "dataset-manifest.json").write_text("{"), {"INP-E008", "INP-E010"}),
     ("parquet without verl's columns", question_only_parquet, {"INP-E008", "INP-E016"}),
+    ("parquet without reward_model.ground_truth", no_ground_truth_parquet, {"INP-E008", "INP-E016"}),
     ("pinned SHA256SUMS with a malformed line", pinned_malformed_sums_line, {"INP-E015"}),
 ]
 
@@ -236,3 +248,51 @@ def test_the_tutorial_flags_name_the_folders(storage, capsys, tmp_path):
     moved = tmp_path / "elsewhere"
     shutil.move(str(model(storage)), moved)
     assert inputs(storage, "--model-root", str(moved)) == 0
+
+
+def made_by_converter(storage, script_text):
+    """The data as DATA_CONVERTER=converters/mine.py made it: the script on the volume, its sha256
+    in dataset-manifest.json, the data folder re-pinned; the profile names the script."""
+    script = storage / "converters" / "mine.py"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(script_text)
+    digest = hashlib.sha256(script.read_bytes()).hexdigest()
+    path = data(storage) / "dataset-manifest.json"
+    record = json.loads(path.read_text())
+    record.update(converter=f"converters/mine.py sha256 {digest}", converter_sha256=digest)
+    path.write_text(json.dumps(record))
+    listing = data(storage) / "SHA256SUMS"
+    old = hashlib.sha256(listing.read_bytes()).hexdigest()
+    listing.write_text(re.sub(r"(?m)^[0-9a-f]{64}(  dataset-manifest\.json)$",
+                              lambda m: hashlib.sha256(path.read_bytes()).hexdigest() + m.group(1),
+                              listing.read_text()))
+    text = Path(profile(storage)).read_text().replace(old, hashlib.sha256(listing.read_bytes()).hexdigest())
+    Path(profile(storage)).write_text(text + "DATA_CONVERTER=converters/mine.py\n")
+    return script, digest
+
+
+def test_a_pinned_data_converter_is_recorded_and_checked(storage, capsys, tmp_path):
+    script, digest = made_by_converter(storage, "print('convert')\n")
+    assert inputs(storage) == 1  # named in the profile, not pinned yet
+    assert failed(capsys)[0] == {"INP-E070"}
+    with open(profile(storage), "a") as stream:
+        stream.write(f"DATA_CONVERTER_SHA256={digest}\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    assert inputs(storage, "--output-dir", str(run)) == 0, capsys.readouterr().out
+    evidence = json.loads((run / "inputs.json").read_text())["evidence"]
+    assert evidence["data_converter_sha256"] == digest
+    assert evidence["dataset_manifest"]["converter"] == f"converters/mine.py sha256 {digest}"
+    script.write_text("print('converted otherwise')\n")  # edited after pinning
+    assert inputs(storage) == 1
+    ids, out = failed(capsys)
+    assert ids == {"INP-E083"} and f"{script}: (INP-E083)" in out
+    script.write_text("")  # pinned on purpose, but the data on the volume says another made it
+    repin(storage, "DATA_CONVERTER_SHA256", hashlib.sha256(b"").hexdigest())
+    assert inputs(storage) == 1
+    assert failed(capsys)[0] == {"INP-E084"}
+    (tmp_path / "elsewhere.py").write_text("")
+    script.unlink()
+    script.symlink_to(tmp_path / "elsewhere.py")  # a link could be repointed after the check
+    assert inputs(storage) == 1
+    assert failed(capsys)[0] == {"INP-E082"}

@@ -84,5 +84,9 @@ def test_a_changed_byte_in_the_retry_s_checkpoint_copy_fails_postflight(root):
 def test_a_third_run_of_the_same_command_is_refused_after_the_retry_succeeded(root):
     assert postflight(root, RETRY)[0] == 0
     bundle = json.loads((folder(root, LOST) / "run.json").read_text())["bundle_sums_sha256"]
+    job = {"kind": "ray-job", "id": LOST}  # both runs as launched under one Ray job records them
+    for name in (LOST, RETRY):
+        record = json.loads((folder(root, name) / "run.json").read_text())
+        (folder(root, name) / "run.json").write_text(json.dumps({**record, "job_identity": job}))
     with pytest.raises(UsageError, match="LAUNCH-E092"):
-        attempt.plan(root, LOST, "auto", "smoke-1x1", bundle)
+        attempt.plan(root, LOST, "auto", "smoke-1x1", bundle, job)

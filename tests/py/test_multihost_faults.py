@@ -214,8 +214,11 @@ def test_a_peer_whose_torch_is_broken_fails_its_rank_and_rank_0_waits(cluster, r
     (shadow / "torch" / "__init__.py").write_text("raise ImportError('libcudart.so.12: cannot open')\n")
     with node_variant(cluster, 1, env={"PYTHONPATH": f"{shadow}:{rollout}"}):
         result = preflight(cluster, request, collective="gloo")
-    # rank 1 failed at once; rank 0, waiting for it at the rendezvous, got 10 s more, not 30 + 15
-    assert result.errors == {("PRE-E070", f"{NODE1} rank 1"), ("PRE-E071", f"{NODE0} rank 0")}, result.output
+    # rank 1 failed at once; rank 0, waiting for it at the rendezvous, got 10 s more, not 30 + 15;
+    # node 1's own group (one rank per local GPU, before) failed on the same import
+    assert result.errors == {("PRE-E070", f"{NODE1} rank 1"), ("PRE-E071", f"{NODE0} rank 0"),
+                             ("PRE-E210", f"{NODE1} local rank 0 of 2"),
+                             ("PRE-E210", f"{NODE1} local rank 1 of 2")}, result.output
     assert "rank 1: (PRE-E070) the collective probe failed after stage started: ImportError: " \
            "libcudart.so.12: cannot open" in result.output
     assert "rank 0: (PRE-E071) had not finished the collective probe when it stopped waiting (1" \
@@ -232,7 +235,9 @@ def test_a_peer_that_hangs_is_named_with_the_stage_it_reached(cluster, request, 
         result = preflight(cluster, request, collective="gloo")
     # rank 0 gave up waiting for rank 1 at the rendezvous (its own timeout), rank 1 never got
     # past its import: each named with the stage it reached
-    assert result.errors == {("PRE-E070", f"{NODE0} rank 0"), ("PRE-E071", f"{NODE1} rank 1")}, result.output
+    assert result.errors == {("PRE-E070", f"{NODE0} rank 0"), ("PRE-E071", f"{NODE1} rank 1"),
+                             ("PRE-E211", f"{NODE1} local rank 0 of 2"),
+                             ("PRE-E211", f"{NODE1} local rank 1 of 2")}, result.output
     assert "rank 0: (PRE-E070) the collective probe failed after stage rendezvous: DistStoreError" \
            in result.output
     assert f"{NODE1} rank 1: (PRE-E071) had not finished the collective probe when it stopped " \

@@ -64,23 +64,28 @@ def test_root_without_a_gpu_stops_at_once_with_exit_2(tmp_path):
     out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "smoke")], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr
-    assert "nvidia-smi lists none" in out.stderr
+    assert "(ENV-E001) nvidia-smi is not on PATH" in out.stderr  # the environment step, first
     assert not (tmp_path / "smoke").exists()
 
 
 @pytest.mark.skipif(smoke.netcluster.missing_prerequisites() is not None,
                     reason="needs a machine that can host the namespaced cluster (root, pyroute2, ray)")
-def test_a_gpu_without_verls_packages_stops_at_once_with_exit_2(tmp_path):
+def test_a_gpu_with_a_cpu_torch_stops_at_once_with_exit_2(tmp_path):
     table = tmp_path / "gpus.csv"
     smoke.netcluster.gpus_csv(table, 1)
     env = {**os.environ, "PATH": f"{REPO / 'tests' / 'stubs'}:{path_without_gpus()}",
-           "NVIDIA_SMI_STUB": str(table)}
+           "NVIDIA_SMI_STUB": str(table), "SMOKE_ENV": str(tmp_path / "env")}
     out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "smoke")], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr
-    # the test venv has torch (CPU) and ray, never verl's hydra or transformers
-    assert "lacks" in out.stderr and "hydra" in out.stderr and "use the verl image" in out.stderr
-    assert not (tmp_path / "smoke").exists()
+    # the test venv's torch is the CPU build: the environment step refuses it before any install
+    assert "(ENV-E003)" in out.stderr and "is a CPU build" in out.stderr
+    assert not (tmp_path / "smoke").exists() and not (tmp_path / "env").exists()
+
+
+def test_a_relative_smoke_folder_is_made_absolute_before_any_tool_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert smoke.parse_args(["rel/smoke"]).smoke_dir == tmp_path / "rel" / "smoke"
 
 
 def test_an_unknown_profile_is_exit_2(tmp_path):
@@ -119,3 +124,12 @@ def test_a_smoke_root_the_hosts_cannot_see_is_refused_with_one_line(root, capsys
     assert f"SMOKE_ROOT {root} is under /{root.split('/')[1]}/{root.split('/')[2]}" in err
     assert "set SMOKE_ROOT to a folder on a disk" in err
     assert not os.path.exists(root)
+
+
+def test_the_hosts_runtime_env_names_each_folder_once_and_keeps_nvls_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/opt/site")
+    env = smoke.runtime_env("smoke-2x1", tmp_path)
+    path = env["PYTHONPATH"].split(":")
+    assert len(path) == len(set(path)) and path[-1] == "/opt/site"
+    assert path[1] == str(tmp_path / "tools/verl/two-worker-grpo/rollout")
+    assert (env["NCCL_NVLS_ENABLE"], env["NCCL_SOCKET_IFNAME"]) == ("0", "eth0")

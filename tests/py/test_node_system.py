@@ -165,12 +165,16 @@ def test_the_whole_system_report_on_this_machine(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------- reachability, on one host
-def run_reach(tmp_path, ordinals, seconds=3.0, running=None):
+def run_reach(tmp_path, ordinals, seconds=3.0, running=None, where=None):
+    """Each node's reach in a thread on this host, with the driver's plan (reach.plan)."""
     results = {}
+    targets = reach.plan(ordinals, "t")
+    incoming = reach.expected_incoming(targets)
 
     def one(ordinal):
-        results[ordinal] = reach.reach_node({"ordinal": ordinal, "ordinals": ordinals,
-                                             "folder": str(tmp_path), "token": "t", "seconds": seconds})
+        spec = {"ordinal": ordinal, "targets": targets[ordinal], "expect_in": incoming[ordinal],
+                "folder": str(tmp_path), "token": "t", "seconds": seconds}
+        results[ordinal] = reach.reach_node(spec) if where is None else reach.reach_from(spec, where)
     threads = [threading.Thread(target=one, args=(o,)) for o in (running or ordinals)]
     for thread in threads:
         thread.start()
@@ -183,8 +187,9 @@ def test_two_listeners_reach_each_other(tmp_path, monkeypatch):
     pytest.importorskip("ray")
     monkeypatch.setattr("ray.util.get_node_ip_address", lambda: "127.0.0.1")
     results = run_reach(tmp_path, [0, 1])
-    assert results[0]["outgoing"]["1"]["ok"] and results[1]["outgoing"]["0"]["ok"]
-    assert results[0]["incoming"] == [1] and results[1]["incoming"] == [0]
+    assert results[0]["ok"] == 1 and results[1]["ok"] == 1
+    assert results[0]["failed"] == {} and results[1]["failed"] == {}
+    assert results[0]["incoming"] == 1 and results[1]["incoming"] == 1
 
 
 def test_a_peer_that_never_publishes_is_named_within_the_bound(tmp_path, monkeypatch):
@@ -193,8 +198,8 @@ def test_a_peer_that_never_publishes_is_named_within_the_bound(tmp_path, monkeyp
     started = time.monotonic()
     results = run_reach(tmp_path, [0, 9], seconds=1.0, running=[0])  # node 9 never runs
     assert time.monotonic() - started < 5
-    assert results[0]["outgoing"]["9"] == {"target": None, "ok": False,
-                                           "error": "the peer never published its address"}
+    assert results[0]["failed"]["9"] == {"target": None, "ok": False,
+                                         "error": "the peer never published its address"}
 
 
 def test_a_published_port_nobody_listens_on_is_refused(tmp_path, monkeypatch):
@@ -202,8 +207,46 @@ def test_a_published_port_nobody_listens_on_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr("ray.util.get_node_ip_address", lambda: "127.0.0.1")
     (tmp_path / "node-1.json").write_text(json.dumps({"token": "t", "address": "127.0.0.1", "port": 1}))
     results = run_reach(tmp_path, [0, 1], seconds=1.0, running=[0])
-    assert results[0]["outgoing"]["1"]["ok"] is False
-    assert "ConnectionRefusedError" in results[0]["outgoing"]["1"]["error"]
+    assert results[0]["failed"]["1"]["ok"] is False and results[0]["failed_count"] == 1
+    assert "ConnectionRefusedError" in results[0]["failed"]["1"]["error"]
+
+
+@pytest.mark.parametrize("nodes", [3, reach.ALL_PAIRS_UP_TO, reach.ALL_PAIRS_UP_TO + 1, 40, 2000])
+def test_the_reach_plan_is_every_pair_for_a_few_nodes_and_linear_beyond(nodes):
+    targets = reach.plan(list(range(nodes)), "token")
+    pairs = sum(len(t) for t in targets.values())
+    if nodes <= reach.ALL_PAIRS_UP_TO:
+        assert pairs == nodes * (nodes - 1)
+    else:
+        assert pairs <= nodes * (2 + reach.RANDOM_PEERS)
+        for ordinal, peers in targets.items():  # the ring both ways: each node tried by two
+            assert ordinal not in peers and (ordinal + 1) % nodes in peers
+        assert min(reach.expected_incoming(targets).values()) >= 2
+    assert reach.plan(list(range(nodes)), "token") == targets
+
+
+def test_twenty_nodes_on_this_host_reach_their_planned_peers(tmp_path):
+    results = run_reach(tmp_path, list(range(20)), seconds=5.0,
+                        where={"address": "127.0.0.1", "interface": ""})
+    targets = reach.plan(list(range(20)), "t")
+    incoming = reach.expected_incoming(targets)
+    for ordinal, result in results.items():
+        assert result["failed"] == {} and result["ok"] == len(targets[ordinal])
+        assert result["incoming"] == incoming[ordinal]
+    assert sum(1 for _ in tmp_path.glob("node-*.json")) == 20
+
+
+def test_a_node_nobody_can_reach_is_named_by_its_ring_neighbours(tmp_path):
+    """Node 7 publishes a port nobody listens on: the nodes planned to reach it name it."""
+    ordinals = list(range(12))
+    (tmp_path / "node-7.json").write_text(json.dumps({"token": "t", "address": "127.0.0.1", "port": 1}))
+    results = run_reach(tmp_path, ordinals, seconds=2.0, running=[o for o in ordinals if o != 7],
+                        where={"address": "127.0.0.1", "interface": ""})
+    (tmp_path / "ctx").mkdir()
+    found = reach.judge(context(tmp_path / "ctx", nodes=12), results)
+    named = {f.obj for f in found}
+    assert named and all(obj.startswith("node 7 ") for obj in named)
+    assert len(found) == sum(7 in t for t in reach.plan(ordinals, "t").values())
 
 
 def test_a_node_that_cannot_listen_on_its_nccl_address_is_named(tmp_path, monkeypatch):

@@ -32,6 +32,9 @@ def test_the_footer_reader_agrees_with_pyarrow_on_files_pyarrow_wrote(tmp_path):
     assert footer.row_group_rows == [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
     assert footer.columns == parquet.VERL_COLUMNS
     assert footer.created_by == meta.created_by
+    # nested fields by path, as pyarrow's schema names them (list levels included)
+    leaves = {meta.schema.column(i).path for i in range(meta.num_columns)}
+    assert leaves <= set(footer.paths) and "reward_model.ground_truth" in leaves
 
 
 def test_writing_is_byte_for_byte_reproducible(tmp_path):

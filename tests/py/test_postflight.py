@@ -263,3 +263,13 @@ def test_a_run_without_run_json_says_which_profile_it_assumes(tmp_path, capsys):
     assert postflight(run) == 0
     assert (f"postflight: {run / 'run.json'} is missing; judging with the default profile "
             "tutorial-2x2-a100 (set PROFILE=<name>") in capsys.readouterr().err
+
+
+def test_postflight_reads_the_event_file_once_for_all_its_checks(tmp_path, monkeypatch):
+    from twgrpo.formats import tfevents
+    run = make(tmp_path)
+    read = []
+    real = tfevents.read_records
+    monkeypatch.setattr(tfevents, "read_records", lambda path, problems: read.append(path) or real(path, problems))
+    assert postflight(run) == 0
+    assert len(read) == 1

@@ -15,7 +15,11 @@ from verification import failed_ids
 
 ARCHIVE = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run-2x1").glob("smoke-2x1-*.tar.xz"))
 NAME = ARCHIVE.name[:-len(".tar.xz")]
-RANK1 = re.compile(r"^.*\(WorkerDict pid=2325, ip=10\.231\.0\.11\).*$", re.M)  # node-1's rank
+with tarfile.open(ARCHIVE) as _archive:  # node-1's rank: its worker's pid in Ray's line prefix
+    PID = re.search(rb"\(WorkerDict pid=(\d+), ip=10\.231\.0\.11\)",
+                    _archive.extractfile(f"{NAME}/training.log").read()).group(1).decode()
+RANK1 = re.compile(rf"^.*\(WorkerDict pid={PID}, ip=10\.231\.0\.11\).*$", re.M)
+DAY = re.search(r"-(\d{4})(\d\d)(\d\d)T", NAME).expand(r"\1-\2-\3T")  # the RUN_ID's date
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +44,7 @@ def run(unpacked, tmp_path):
 
 
 def test_the_archive_holds_the_run_as_it_ended(unpacked):
-    assert (unpacked / "SUCCESS").read_text().startswith("2026-12-02T")  # when postflight passed
+    assert (unpacked / "SUCCESS").read_text().startswith(DAY)  # when postflight passed
     assert json.loads((unpacked / "run.json").read_text())["run_id"] == NAME
     placement = json.loads((unpacked / "actor-placement.json").read_text())
     assert placement["status"] == "passed"
@@ -76,7 +80,7 @@ def rewrite_rank1(run, old, new):
 
 def move_rank1_to_node0(run):
     """As if rank 1 had run on node-0: its host name, its Socket IP, no ip= in Ray's prefix."""
-    rewrite_rank1(run, "node-1:2325:", "node-0:2325:")
+    rewrite_rank1(run, f"node-1:{PID}:", f"node-0:{PID}:")
     rewrite_rank1(run, "eth0:10.231.0.11<0>", "eth0:10.231.0.10<0>")
     rewrite_rank1(run, ", ip=10.231.0.11)", ")")
 
@@ -97,7 +101,7 @@ FAULTS = {
     "Socket on the other host's IP": (lambda r: rewrite_rank1(r, "eth0:10.231.0.11<0>", "eth0:10.231.0.10<0>"),
                                       {"POST-E013"}),
     # A rank on a host preflight never probed: placement cannot be proved, and node-1 has no rank.
-    "a host preflight never saw": (lambda r: rewrite_rank1(r, "node-1:2325:", "node-7:2325:"),
+    "a host preflight never saw": (lambda r: rewrite_rank1(r, f"node-1:{PID}:", f"node-7:{PID}:"),
                                    {"POST-E010", "POST-E011"}),
     "no Gloo full mesh on one host": (lambda r: rewrite_rank1(r, "INFO Rank 1 is connected to 1.",
                                                               "INFO Rank 1 is connected to 0."), {"POST-E012"}),

@@ -5,6 +5,7 @@ the parent's steps in the resumed run's charts, the saving in figures; the heart
 liveness (alive, lost, ended) in verdicts, in the resume phase and in retries as attempts."""
 import json
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 from twgrpo.checks import attempt
 from twgrpo.cli import main
-from twgrpo.run import command, heartbeat
+from twgrpo.run import command, heartbeat, jobidentity, processes
 from twgrpo.run.findings import UsageError
 from twgrpo.run.runverdict import latest_verdict
 from realruns import copy_runs
@@ -24,9 +25,27 @@ RESUMED = next(FIXTURES.glob("spot-*-b")).name
 BUNDLE = Path(__file__).resolve().parents[2] / "tools" / "verl" / "two-worker-grpo"
 
 
+JOB = {"kind": "ray-job", "id": "spot-job"}  # the platform's name for the job of both runs
+
+
 @pytest.fixture
 def root(tmp_path):
     return copy_runs(FIXTURES, (EARLIER, RESUMED), tmp_path)
+
+
+@pytest.fixture
+def job_root(root):
+    """The runs as a launcher under a Ray job records them: with the job's identity (a rewritten
+    run.json, so only for the attempt tests: the resumed run pins the earlier one's bytes)."""
+    for name in (EARLIER, RESUMED):
+        set_identity(command.run_dir(root, name), JOB)
+    return root
+
+
+def set_identity(run, identity):
+    record = json.loads((run / "run.json").read_text())
+    record["job_identity"] = identity
+    (run / "run.json").write_text(json.dumps(record))
 
 
 def folder(root, run_id):
@@ -230,26 +249,29 @@ def bundle_of(root):
     return json.loads((folder(root, EARLIER) / "run.json").read_text())["bundle_sums_sha256"]
 
 
-def test_a_retry_of_a_preempted_run_is_attempt_2_resuming_it(root):
-    run_id, resume_from, notes = attempt.plan(root, EARLIER, "", "smoke-1x1", bundle_of(root))
+def test_a_retry_of_a_preempted_run_is_attempt_2_resuming_it(job_root):
+    root = job_root
+    run_id, resume_from, notes = attempt.plan(root, EARLIER, "", "smoke-1x1", bundle_of(root), JOB)
     assert (run_id, resume_from) == (f"{EARLIER}.2", EARLIER)
     assert f"this launch is the next attempt, {EARLIER}.2" in notes[0]
 
 
-def test_a_retry_is_refused_while_the_run_is_alive_or_after_a_success_or_for_another_job(root):
+def test_a_retry_is_refused_while_the_run_is_alive_or_after_a_success_or_for_another_job(job_root):
+    root = job_root
     with pytest.raises(UsageError, match="LAUNCH-E092"):  # the resumed run succeeded
-        attempt.plan(root, RESUMED, "", "smoke-1x1", bundle_of(root))
+        attempt.plan(root, RESUMED, "", "smoke-1x1", bundle_of(root), JOB)
     with pytest.raises(UsageError, match="LAUNCH-E008"):  # another bundle: not this job's
-        attempt.plan(root, EARLIER, "", "smoke-1x1", "0" * 64)
+        attempt.plan(root, EARLIER, "", "smoke-1x1", "0" * 64, JOB)
     (folder(root, EARLIER) / "FAILED").write_text("phase=preflight\nexit_status=1\nsignal=none\n")
     with pytest.raises(UsageError, match="LAUNCH-E092"):  # a check failed: not a stop
-        attempt.plan(root, EARLIER, "", "smoke-1x1", bundle_of(root))
+        attempt.plan(root, EARLIER, "", "smoke-1x1", bundle_of(root), JOB)
     beat(folder(root, EARLIER), 5)
     with pytest.raises(UsageError, match="LAUNCH-E091"):
-        attempt.plan(root, EARLIER, "", "smoke-1x1", bundle_of(root))
+        attempt.plan(root, EARLIER, "", "smoke-1x1", bundle_of(root), JOB)
 
 
-def test_a_retry_after_99_attempts_is_refused(root):
+def test_a_retry_after_99_attempts_is_refused(job_root):
+    root = job_root
     runs = folder(root, EARLIER).parent
     for n in range(2, 100):
         copy = runs / f"{EARLIER}.{n}"
@@ -257,17 +279,64 @@ def test_a_retry_after_99_attempts_is_refused(root):
         for name in ("run.json", "FAILED"):
             shutil.copy(runs / EARLIER / name, copy / name)
     with pytest.raises(UsageError, match="LAUNCH-E093"):
-        attempt.plan(root, EARLIER, "", "smoke-1x1", bundle_of(root))
+        attempt.plan(root, EARLIER, "", "smoke-1x1", bundle_of(root), JOB)
 
 
-def test_resume_from_auto_picks_the_newest_resumable_run_of_the_lineage_or_starts_fresh(root):
-    run_id, resume_from, notes = attempt.plan(root, f"{EARLIER}.2", "auto", "smoke-1x1", bundle_of(root))
+def test_resume_from_auto_picks_the_newest_resumable_run_of_the_lineage_or_starts_fresh(job_root):
+    root = job_root
+    run_id, resume_from, notes = attempt.plan(root, f"{EARLIER}.2", "auto", "smoke-1x1", bundle_of(root), JOB)
     assert (run_id, resume_from) == (f"{EARLIER}.2", EARLIER)
-    run_id, resume_from, notes = attempt.plan(root, "fresh-one", "auto", "smoke-1x1", bundle_of(root))
+    run_id, resume_from, notes = attempt.plan(root, "fresh-one", "auto", "smoke-1x1", bundle_of(root), JOB)
     assert (run_id, resume_from) == ("fresh-one", "")
     assert notes == ["RESUME_FROM=auto: no resumable run of fresh-one with profile smoke-1x1: "
                      "starting fresh"]
-    assert attempt.plan(root, f"{EARLIER}.2", "auto", "other-profile", bundle_of(root))[1] == ""
+    assert attempt.plan(root, f"{EARLIER}.2", "auto", "other-profile", bundle_of(root), JOB)[1] == ""
+
+
+@pytest.mark.parametrize("theirs,ours", [(None, JOB), ({"kind": "ray-job", "id": "other"}, JOB),
+                                         ({"kind": "slurm", "id": "spot-job"}, JOB), (JOB, None)])
+def test_a_fresh_launch_never_adopts_a_preempted_folder_of_another_or_no_job_identity(job_root, theirs, ours):
+    """A resumable folder planted at the RUN_ID (a copy, a stale run, a name collision) would
+    make a fresh launch its attempt 2, resuming its checkpoint: refused, nothing claimed."""
+    root = job_root
+    set_identity(folder(root, EARLIER), theirs)
+    with pytest.raises(UsageError, match=r"LAUNCH-E094.*not made by this job.*RESUME_FROM="):
+        attempt.plan(root, EARLIER, "", "smoke-1x1", bundle_of(root), ours)
+    assert not folder(root, f"{EARLIER}.2").exists()
+
+
+def test_resume_from_auto_refuses_a_planted_attempt_of_another_or_no_job_identity(job_root):
+    root = job_root
+    runs = folder(root, EARLIER).parent
+    shutil.copytree(runs / EARLIER, runs / "fresh.7")  # a preempted run planted in a new lineage
+    set_identity(runs / "fresh.7", None)
+    with pytest.raises(UsageError, match=r"LAUNCH-E094.*fresh\.7.*identity is none"):
+        attempt.plan(root, "fresh", "auto", "smoke-1x1", bundle_of(root), JOB)
+    set_identity(runs / "fresh.7", {"kind": "slurm", "id": "4242"})
+    with pytest.raises(UsageError, match="LAUNCH-E094"):  # another job's: refused as well
+        attempt.plan(root, "fresh", "auto", "smoke-1x1", bundle_of(root), JOB)
+    set_identity(runs / "fresh.7", JOB)  # of this job: resumed
+    assert attempt.plan(root, "fresh", "auto", "smoke-1x1", bundle_of(root), JOB)[1] == "fresh.7"
+
+
+def test_a_retry_refuses_a_planted_later_attempt_of_another_job(job_root):
+    root = job_root
+    runs = folder(root, EARLIER).parent
+    shutil.copytree(runs / EARLIER, runs / f"{EARLIER}.7")
+    set_identity(runs / f"{EARLIER}.7", None)
+    with pytest.raises(UsageError, match=rf"LAUNCH-E094.*{EARLIER}\.7"):
+        attempt.plan(root, EARLIER, "", "smoke-1x1", bundle_of(root), JOB)
+
+
+@pytest.mark.parametrize("env,expected", [
+    ({"RAY_JOB_SUBMISSION_ID": "exp-1", "SLURM_JOB_ID": "9"}, {"kind": "ray-job", "id": "exp-1"}),
+    ({"RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps({"metadata": {"job_submission_id": "raysubmit_A"}})},
+     {"kind": "ray-job", "id": "raysubmit_A"}),
+    ({"SLURM_JOB_ID": "4242"}, {"kind": "slurm", "id": "4242"}),
+    ({"RAY_JOB_CONFIG_JSON_ENV_VAR": "not json", "SLURM_JOB_ID": "bad id"}, None),
+    ({}, None)])
+def test_the_job_identity_is_the_platforms_name_for_the_job(env, expected):
+    assert jobidentity.of(env) == expected
 
 
 def test_a_run_failed_by_its_records_is_not_running_whatever_its_heartbeat(root):
@@ -284,7 +353,7 @@ def test_a_link_or_a_file_where_the_run_folder_would_be_is_never_retried(root, t
     (runs / "plain").write_text("not a folder")
     for name in ("linked", "plain"):
         with pytest.raises(UsageError, match="LAUNCH-E008"):
-            attempt.plan(root, name, "", "smoke-1x1", bundle_of(root))
+            attempt.plan(root, name, "", "smoke-1x1", bundle_of(root), JOB)
     assert not (tmp_path / "elsewhere").exists()
 
 
@@ -295,3 +364,66 @@ def test_a_run_whose_launcher_was_killed_alone_is_preempted_by_the_watchdogs_fai
     verdict = latest_verdict(run)
     assert verdict.status == "PREEMPTED"
     assert "stopped when its launcher was killed" in verdict.summary
+
+
+@pytest.mark.parametrize("epoch", ["1e400", "NaN", "-Infinity", "4102444800"])  # ..., 2100-01-01
+def test_a_heartbeat_that_is_not_a_finite_past_time_is_no_heartbeat_and_crashes_no_view(root, capsys, epoch):
+    run = folder(root, RESUMED)
+    (run / heartbeat.NAME).write_text('{"beat_epoch": %s, "lease_s": 120, "state": "alive"}' % epoch)
+    assert heartbeat.read(run) is None and heartbeat.liveness(run) is None
+    assert heartbeat.describe(run) == "" and heartbeat.last_beat(run) is None
+    assert "not a finite time" in heartbeat.problem(run) or "in the future" in heartbeat.problem(run)
+    assert "RES-W051" in runs_rows(root, capsys)[RESUMED]  # make runs lists the volume, says so
+
+
+def test_one_term_to_the_beater_does_not_end_a_live_run(tmp_path):
+    launcher = subprocess.Popen(["sleep", "30"])
+    beater = subprocess.Popen([sys.executable, "-I", "-B", str(BUNDLE / "verify-two-worker-grpo-v1.py"),
+                               "heartbeat", "--storage-root", str(tmp_path), "--run-id", "r1",
+                               "--launcher-pid", str(launcher.pid), "--interval", "1", "--lease", "2"])
+    run = command.run_dir(tmp_path, "r1")
+    run.mkdir(parents=True)
+    try:
+        for _ in range(100):
+            if heartbeat.liveness(run) == "alive":
+                break
+            time.sleep(0.1)
+        beater.terminate()  # anyone's TERM: the launcher still lives
+        time.sleep(2.5)
+        assert beater.poll() is None and heartbeat.liveness(run) == "alive"
+        beater.send_signal(heartbeat.END_SIGNAL)  # the launcher's own word that it ends
+        assert beater.wait(timeout=10) == 0
+        assert heartbeat.read(run)["state"] == "ended"
+    finally:
+        for proc in (launcher, beater):
+            if proc.poll() is None:
+                proc.kill()
+
+
+# --- lost only when the launcher is gone, not when its heartbeat process alone died -------------
+
+def test_a_live_launcher_whose_heartbeat_process_died_is_never_lost_nor_resumed(job_root):
+    """The beater KILLed alone (out of memory, a stray kill) leaves a stale beat while the launcher
+    trains on: on its host that launcher is seen running, so the run stays alive to make runs, to
+    a retry of its job and to RESUME_FROM; once the launcher is gone too, it is lost."""
+    root, run = job_root, folder(job_root, EARLIER)
+    (run / "FAILED").unlink()  # the launcher lives: no verdict yet
+    launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        record = json.loads((run / "run.json").read_text())
+        (run / "run.json").write_text(json.dumps({
+            **record, "driver_host": socket.gethostname(), "driver_pid": launcher.pid,
+            **processes.identity(launcher.pid)}))
+        beat(run, 500, lease=120)  # the beater's last beat, long past its lease
+        assert heartbeat.liveness(run) == "alive"
+        assert "its heartbeat process is gone but its launcher still runs" in heartbeat.describe(run)
+        assert latest_verdict(run).status != "PREEMPTED"
+        with pytest.raises(UsageError, match="LAUNCH-E091"):
+            attempt.plan(root, EARLIER, "", "smoke-1x1", bundle_of(root), JOB)
+        code, record = resume_into(root, "second", EARLIER)
+        assert code == 1 and "RES-E050" in {f["id"] for c in record["checks"] for f in c["findings"]}
+    finally:
+        launcher.kill()
+        launcher.wait()
+    assert heartbeat.liveness(run) == "lost"  # the launcher is gone as well: now it is lost
+    assert latest_verdict(run).status == "PREEMPTED"

@@ -32,6 +32,8 @@ def report(ordinal, profile):
         "packages": {"torch": {"version": "2.8.0", "origin": "/usr/lib/python3/torch/__init__.py"}},
         "engine_importable": True,
         "system": system(ordinal),
+        "gpu_health": gpu_health(profile),
+        "limits": limits(ordinal),
         "inputs": {"findings": [], "evidence": {"verl_commit": "c" * 40, "verl_clean": True,
                                                 "model_sums_sha256": "a" * 64,
                                                 "data_sums_sha256": "d" * 64,
@@ -60,6 +62,26 @@ def system(ordinal):
                      "nvidia-cuda-runtime-cu12": "12.8.90", "torch-cuda": "12.8"},
         "port_range": [32768, 60999], "rdma_devices": [],
     }
+
+
+def gpu_health(profile):
+    """Healthy GPUs as gpu_health_probe.health_report answers (the real tool's A100 values)."""
+    from dev.netcluster import HEALTHY
+    return {"query": {"gpus": [{"index": str(i), "uuid": f"GPU-{i}", "bus_id": f"00000000:0{i}:00.0",
+                                **HEALTHY} for i in range(profile.GPUS_PER_NODE)], "dropped": []},
+            "nvlink": {"gpus": {}}, "kernel": {"readable": True, "xids": []}}
+
+
+def limits(ordinal):
+    """A healthy node's limits, as limits_probe.limits_report answers."""
+    ip = f"10.0.0.{10 + ordinal}"
+    return {"nproc": {"soft": None, "hard": None}, "memlock": {"soft": None, "hard": None},
+            "pids": {"path": "/sys/fs/cgroup", "max": None, "current": 300},
+            "ray_dirs": {"session": {"path": "/tmp/ray/session_1", "total_bytes": 100 << 30,
+                                     "free_bytes": 80 << 30, "free_inodes": 10 ** 6, "total_inodes": 10 ** 6}},
+            "families": ["ipv4"], "rdma_ports": [], "uid": 0,
+            "interfaces": [{"name": "lo", "up": True, "ipv4": "127.0.0.1", "mtu": 65536},
+                           {"name": "eth0", "up": True, "ipv4": ip, "mtu": 9000}]}
 
 
 def context(tmp_path, nodes=2, answered=None):
@@ -92,7 +114,9 @@ def test_healthy_reports_pass_every_node_check(tmp_path):
     # The tutorial's socket profile has no IB and no NCCL interface variable to judge.
     assert [(r.name, r.findings, r.skipped) for r in results if r.findings or r.skipped] == [
         ("nccl-passthrough", [], "the profile sets no NCCL interface variable"),
-        ("infiniband", [], "NCCL_TRANSPORT=socket: IB is off")]
+        ("infiniband", [], "NCCL_TRANSPORT=socket: IB is off"),
+        ("locked-memory", [], "NCCL_TRANSPORT=socket: nothing registers memory for RDMA"),
+        ("roce-gids", [], "NCCL_TRANSPORT=socket: NCCL uses no RDMA port")]
 
 
 def change(ctx, ordinal, path, value):

@@ -65,3 +65,17 @@ def test_a_recorded_profile_value_cannot_smuggle_in_another_key(tmp_path, capsys
     (tmp_path / "run.json").write_text(json.dumps({"profile": {"name": "x", "values": values}}))
     assert main(["report", "--output-dir", str(tmp_path)]) == 2
     assert "cannot read the run's profile" in capsys.readouterr().err
+
+
+def test_a_profile_without_row_counts_waits_for_pin_inputs_to_measure_them():
+    """A new profile carries no tutorial counts: it parses, its row rules wait, and the pins check
+    names the counts with the hashes (check-profile: INP-E070)."""
+    from twgrpo.checks.recipe import check_input_pins
+    text = load_profile(None).path.read_text()
+    text = "\n".join(line for line in text.splitlines()
+                     if not line.startswith(("TRAIN_ROWS=", "TEST_ROWS=")))
+    p = parse_profile_text(text.replace("TARGET_STEPS=2", "TARGET_STEPS=auto"), "new.env")
+    assert (p.TRAIN_ROWS, p.TEST_ROWS, p.TARGET_STEPS) == (0, 0, 0)
+    assert sizes.check_batch_sizes(p) == []
+    (pins,) = check_input_pins(p)
+    assert pins.id == "INP-E070" and pins.evidence["missing"] == ["TRAIN_ROWS", "TEST_ROWS"]

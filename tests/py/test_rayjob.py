@@ -1,7 +1,9 @@
 """make rayjob: the KubeRay RayJob it prints is valid against the RayJob CRD's schema of a pinned
 KubeRay release (tests/data/, validated with jsonschema as the API server's strict field
 validation would: no field the schema does not know), and carries make submit's entrypoint and
-RuntimeEnv, the profile's topology, the volume at STORAGE_ROOT on every pod, and no retries."""
+RuntimeEnv, the profile's topology, the volume at STORAGE_ROOT on every pod, and retries that
+resume when the profile saves checkpoints. tests/py/test_rayjob_production.py has the production
+settings and the overlay."""
 import copy
 import json
 import re
@@ -77,7 +79,8 @@ def test_the_rayjob_carries_make_submits_entrypoint_and_runtime_env(capsys):
     assert status == 0
     spec = yaml.safe_load(out)["spec"]
     submitted = jobspec.job_spec(ROOT, "smoke-1x1", None,
-                                 {"RUN_ID": "exp-001", "SAVE_FREQ": "1", "RESUME_FROM": "exp-000"})
+                                 {"RUN_ID": "exp-001", "SAVE_FREQ": "1", "RESUME_FROM": "exp-000",
+                                  "TWGRPO_IMAGE": "registry.example/verl:0.6"})
     assert spec["entrypoint"] == submitted["entrypoint"]
     assert spec["entrypoint"].startswith("bash -c '")
     runtime_env = yaml.safe_load(spec["runtimeEnvYAML"])
@@ -90,7 +93,7 @@ def test_the_rayjob_carries_make_submits_entrypoint_and_runtime_env(capsys):
     assert spec["jobId"] == "exp-001" and spec["submissionMode"] == "HTTPMode"
 
 
-def test_the_rayjob_mounts_the_claim_at_storage_root_on_every_pod_and_never_retries(capsys):
+def test_the_rayjob_mounts_the_claim_at_storage_root_on_every_pod_and_retries_by_resuming(capsys):
     status, out, _ = printed(capsys, "--run-id", "exp-7", "--storage-root", "/data/vol",
                              "--profile", "tutorial-2x2-a100")
     assert status == 0
@@ -106,9 +109,13 @@ def test_the_rayjob_mounts_the_claim_at_storage_root_on_every_pod_and_never_retr
         assert volume == [{"name": mount[0]["name"],
                            "persistentVolumeClaim": {"claimName": "verl-volume"}}]
     assert document["spec"]["shutdownAfterJobFinishes"] is True
-    assert document["spec"]["backoffLimit"] == 0
-    assert "# Retries are off (backoffLimit: 0): a retry would start the same RUN_ID again," in out
-    assert "LAUNCH-E008" in out and "RESUME_FROM=<the preempted RUN_ID>" in out
+    assert document["spec"]["backoffLimit"] == 2  # the profile saves checkpoints: retries resume
+    assert yaml.safe_load(document["spec"]["runtimeEnvYAML"])["env_vars"]["RESUME_FROM"] == "auto"
+    assert "is the launcher's next attempt (exp-7.2, ...), resuming from the newest" in out
+    status, out, _ = printed(capsys, "--run-id", "exp-7", "--retries", "0")
+    spec = yaml.safe_load(out)["spec"]
+    assert spec["backoffLimit"] == 0 and "RESUME_FROM" not in yaml.safe_load(spec["runtimeEnvYAML"])["env_vars"]
+    assert "# Retries are off (backoffLimit: 0)" in out and "RESUME_FROM=<the preempted RUN_ID>" in out
 
 
 def test_a_planted_wrong_field_or_type_fails_validation(capsys, validator):
@@ -137,7 +144,8 @@ def test_a_cpu_only_head_holds_no_gpu_and_every_node_is_a_worker(capsys, validat
     assert head["rayStartParams"] == {"num-gpus": "0"}
     assert "resources" not in head["template"]["spec"]["containers"][0]
     assert cluster["workerGroupSpecs"][0]["replicas"] == load_profile("tutorial-2x2-a100").NODES
-    assert "PRE-E012" in err  # today's preflight counts the head as a node: said at once
+    assert "PRE-E012" not in err and "unsupported" not in err  # preflight takes a CPU-only head
+    assert "and a CPU-only head (preflight records it, counts only the GPU nodes)" in out
 
 
 @pytest.mark.parametrize("args, fid, text", [
@@ -172,3 +180,18 @@ def test_the_schema_is_kuberays_published_crd():
     for field in ("entrypoint", "runtimeEnvYAML", "shutdownAfterJobFinishes", "backoffLimit",
                   "jobId", "submissionMode", "rayClusterSpec"):
         assert field in spec
+
+
+@pytest.mark.parametrize("knob, value", [("--claim", "verl-volume\n"), ("--image", "registry.example/verl:0.6\n")])
+def test_a_value_with_a_final_newline_is_refused_not_printed(capsys, knob, value):
+    base = {"--run-id": "exp-001", "--image": "registry.example/verl:0.6", "--claim": "verl-volume"}
+    base[knob] = value
+    assert rayjob.main([item for pair in base.items() for item in pair]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "(SUB-E021)" in err
+
+
+def test_yaml_keys_and_values_with_newlines_read_back_exactly():
+    from prep import yamltext
+    data = {"a\n": "x\ny: z", "b": ["c\n", "d: e\n"], "plain": "v"}
+    assert yaml.safe_load(yamltext.dump(data)) == data

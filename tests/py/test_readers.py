@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import synthrun
 from tbwrite import masked_crc
-from twgrpo.formats import lines, safetensors, tfevents, torchzip
+from twgrpo.formats import lines, safetensors, tfevents, tfrecord, torchzip
 
 FIXTURE = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run").glob("smoke-*"))
 REAL_SHARDS = sorted((FIXTURE / "checkpoints").rglob("*.pt"))
@@ -160,7 +160,7 @@ def test_a_plausible_length_past_the_end_is_a_truncated_tail(tmp_path):
 
 
 def test_a_record_larger_than_the_read_limit_is_stepped_over(tmp_path, monkeypatch):
-    monkeypatch.setattr(tfevents, "MAX_RECORD", 100)
+    monkeypatch.setattr(tfrecord, "MAX_RECORD", 100)  # the framing lives in tfrecord.py
     small = b"hello"
     path = tmp_path / "events.out.tfevents.1.x"
     path.write_bytes(framed(500, b"\0" * 504) + framed(len(small), small + struct.pack("<I", masked_crc(small))))

@@ -118,7 +118,7 @@ def test_an_override_of_what_the_bundle_owns_is_refused_with_a_finding(tmp_path,
                                                                        capsys):
     path = profile_file(tmp_path, EXTRA_OVERRIDES=f"data.shuffle=true {word}")
     p = load_profile(str(path))
-    found = recipe.check_extra_overrides(p)
+    found = [f for f in recipe.check_extra_overrides(p) if f.level == "error"]
     assert [f.id for f in found] == [ident] and word in found[0].message
     with pytest.raises(UsageError, match=re.escape(ident)):
         words(p)
@@ -129,7 +129,7 @@ def test_an_override_of_what_the_bundle_owns_is_refused_with_a_finding(tmp_path,
 
 def test_a_key_overridden_twice_is_refused(tmp_path):
     p = load_profile(str(profile_file(tmp_path, EXTRA_OVERRIDES="data.shuffle=true data.shuffle=false")))
-    assert [f.id for f in recipe.check_extra_overrides(p)] == ["GEN-E051"]
+    assert [f.id for f in recipe.check_extra_overrides(p) if f.level == "error"] == ["GEN-E051"]
 
 
 def resolved_ctx(tmp_path, profile, argv):
@@ -168,6 +168,7 @@ def test_postflight_judges_the_recipe_values(tmp_path):
     ({"MAX_PROMPT_LENGTH": 2048}, (), "PRE-E101", "rollout-lengths"),
     ({"NCCL_IB_HCA": "mlx5_0"}, (), "PRE-E102", "nccl-values"),
     ({}, ("MODEL_SUMS_SHA256",), "INP-E070", "input-pins"),
+    ({"DATA_CONVERTER": "converters/mine.py"}, (), "INP-E070", "input-pins"),  # no sha256 yet
     ({"TARGET_STEPS": 2000}, (), "PRE-E005", "batch-sizes"),
 ])
 def test_check_profile_runs_every_rule_that_needs_no_cluster(tmp_path, capsys, values, drop,
@@ -235,3 +236,48 @@ def test_a_profile_without_validation_passes_the_check_and_says_why(tmp_path, ca
     assert re.search(r"validation \.+ ok", capsys.readouterr().out)
     record = json.loads((run / "verification.json").read_text())
     assert "runs no validation" in record["evidence"]["validation"]["why"]
+
+
+def test_the_driver_pythonpath_names_each_folder_once():
+    # The RuntimeEnv's PYTHONPATH (verl, then the rollout adapter) reaches the launcher as the
+    # caller's path: the driver puts verl first without naming it, or anything, twice.
+    p = load_profile("smoke-1x1")
+    runtime = command.runtime_env(p, ROOT)["env_vars"]["PYTHONPATH"]
+    verl, rollout = runtime.split(":")
+    driver = command.driver_environment(p, ROOT, RUN, f"{runtime}:{rollout}::/opt/site")
+    assert driver["PYTHONPATH"] == f"{verl}:{rollout}:/opt/site"
+    assert command.driver_environment(p, ROOT, RUN)["PYTHONPATH"] == verl
+
+
+def test_project_and_experiment_names_are_profile_labels_and_recorded(tmp_path):
+    p = load_profile(str(profile_file(tmp_path, PROJECT_NAME="gsm8k-h100", EXPERIMENT_NAME="lr-sweep")))
+    argv = words(p)
+    assert "trainer.project_name=gsm8k-h100" in argv and "trainer.experiment_name=lr-sweep" in argv
+    assert "trainer.project_name=verl_aistudio" in words(load_profile(None))  # the tutorial's
+    assert "trainer.experiment_name=exp-001" in words(load_profile(None))     # RUN_ID by default
+    assert p.to_json()["values"]["PROJECT_NAME"] == "gsm8k-h100"  # what run.json records
+    found = recipe.check_extra_overrides(load_profile(str(profile_file(
+        tmp_path, name="other", EXTRA_OVERRIDES="trainer.project_name=x"))))
+    assert [(f.id, "set PROJECT_NAME" in f.message) for f in found if f.level == "error"] == \
+        [("GEN-E050", True)]
+
+
+def test_wandb_online_takes_mode_entity_and_project_from_the_profile_never_the_key(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_API_KEY", "secret-key-0123456789")
+    p = load_profile(str(profile_file(tmp_path, LOGGERS="console,tensorboard,wandb",
+                                      WANDB_MODE="Online", WANDB_ENTITY="my-team",
+                                      PROJECT_NAME="gsm8k-h100")))
+    argv = words(p)
+    env = "+ray_kwargs.ray_init.runtime_env.env_vars"
+    assert f"{env}.WANDB_MODE='online'" in argv and f"{env}.WANDB_ENTITY='my-team'" in argv
+    assert "trainer.project_name=gsm8k-h100" in argv
+    runtime = command.runtime_env(p, ROOT)
+    assert (runtime["env_vars"]["WANDB_MODE"], runtime["env_vars"]["WANDB_ENTITY"]) == \
+        ("online", "my-team")
+    driver = command.driver_environment(p, ROOT, RUN)
+    written = json.dumps([argv, runtime, driver, p.to_json()])
+    assert "secret-key" not in written and "WANDB_API_KEY" not in written
+    # the key is never a profile value
+    with pytest.raises(UsageError, match=r"\(PROF-E002\) unknown key WANDB_API_KEY"):
+        load_profile(str(profile_file(tmp_path, name="keyed", WANDB_API_KEY="x")))

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 import synthrun
 from tbwrite import write_events
-from twgrpo.formats import bounded
+from twgrpo.formats import bounded, tfevents
 from twgrpo.run import humane, runverdict
 from twgrpo.cli import main
 from twgrpo.checks.postflight import REQUIRED_SCALARS
 from twgrpo.run.profile import load_profile
-from twgrpo.report.runview import MAX_POINTS, MAX_SAMPLE_CHARS
+from twgrpo.report import runview
+from twgrpo.report.runview import MAX_SAMPLE_CHARS
 
 FIXTURE = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run").glob("smoke-*"))
 
@@ -44,7 +45,7 @@ class Page(html.parser.HTMLParser):
 
 @pytest.fixture
 def as_recorded(tmp_path):
-    """The real run as its GPU machine left it (its verification.json from an older postflight)."""
+    """The real run as its GPU machine left it."""
     copy = tmp_path / "runs" / "verl" / "two-worker-grpo" / FIXTURE.name
     shutil.copytree(FIXTURE, copy)
     return copy
@@ -59,6 +60,11 @@ def run(as_recorded, capsys):
 
 
 def test_a_verification_from_an_older_postflight_is_unproven_until_judged_again(as_recorded, capsys):
+    record = json.loads((as_recorded / "verification.json").read_text())
+    older = [name for name in record["passed_checks"].split(",") if name != "inputs-record"]
+    record["passed_checks"] = ",".join(older)  # as a postflight before that check wrote it
+    record["checks"] = [c for c in record["checks"] if c.get("name") != "inputs-record"]
+    (as_recorded / "verification.json").write_text(json.dumps(record))
     code, out, text = report(as_recorded, capsys)
     assert code == 0
     assert [a.get("class") for a in Page(text).tags("section")] == ["banner UNPROVEN"]
@@ -85,7 +91,8 @@ def test_the_real_run_gets_a_page_with_its_verdict_topology_and_one_chart_per_sc
     for picture in svgs(text):
         ET.fromstring(picture)  # every SVG is well-formed XML
     topology = next(p for p in svgs(text) if "topology-svg" in p)
-    assert "node 0 · vm" in topology and "rank 0 · pid 4281" in topology and "H200" in topology
+    pid = re.search(r"\(WorkerDict pid=(\d+)\)", (run / "training.log").read_text()).group(1)
+    assert "node 0 · vm" in topology and f"rank 0 · pid {pid}" in topology and "H200" in topology
     assert "1e-06" in text and "9.99999" not in text
     assert "1 node x 1 GPU (any model)" in text
     assert "All rewards are 0, as expected" in text
@@ -130,7 +137,9 @@ def test_the_real_two_host_run_shows_each_host_with_its_rank(tmp_path, capsys):
     assert [g.get("data-hostname") for g in nodes] == ["node-0", "node-1"]
     ranks = [[t.text for t in g.iter("{http://www.w3.org/2000/svg}text") if t.get("class") == "rank"]
              for g in nodes]
-    assert ranks == [["rank 0 · pid 2324"], ["rank 1 · pid 2325"]]
+    log = (run / "training.log").read_text()
+    pids = [re.search(rf"\(WorkerDict pid=(\d+){ip}\)", log).group(1) for ip in ("", ", ip=10.231.0.11")]
+    assert ranks == [[f"rank 0 · pid {pids[0]}"], [f"rank 1 · pid {pids[1]}"]]
     assert "Gloo full mesh connected 1 of 1 peers" in text
 
 
@@ -205,8 +214,22 @@ def test_charts_stay_bounded_on_a_long_run(run, capsys):
     _, _, text = report(run, capsys)
     chart = next(p for p in svgs(text) if "L" in p and "5,000" in p)
     points = re.search(r'<path d="([^"]+)"', chart).group(1).count("L") + 1
-    assert points == MAX_POINTS
+    assert tfevents.BUCKETS // 2 < points <= 2 * tfevents.BUCKETS + 1
     assert "step 5000: 1" in text
+
+
+def test_a_long_runs_chart_keeps_a_one_step_spike_from_the_one_read(run):
+    """Min and max per bucket from every value: a spike at one step of 20,000 is drawn."""
+    for path in (run / "tensorboard").iterdir():
+        path.unlink()
+    write_events(run / "tensorboard" / "events.out.tfevents.1.host.1.0",
+                 [(s, {"actor/grad_norm": 50.0 if s == 12345 else -3.0 if s == 777 else 1.0})
+                  for s in range(1, 20001)])
+    problems = []
+    series, _ = runview.scalar_series(run, problems)
+    points = dict(series)["actor/grad_norm"]
+    assert (12345, 50.0) in points and (777, -3.0) in points and points[-1] == (20000, 1.0)
+    assert len(points) <= 2 * tfevents.BUCKETS + 1 and problems == []
 
 
 def test_tags_past_the_readers_memory_bound_are_a_finding_not_a_silent_cut(run, capsys, monkeypatch):
@@ -268,7 +291,7 @@ def test_make_runs_lists_every_run_with_its_verdict(run, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["RUN_ID", "STARTED", "TOOK", "PROFILE", "VERDICT", "LINEAGE"]
     rows = {line.split()[0]: line for line in lines[1:-1]}
-    assert rows[run.name].endswith("56 s  smoke-1x1  SUCCESS")
+    assert rows[run.name].endswith(" s  smoke-1x1  SUCCESS")  # took ... s
     assert rows["exp-broken"].endswith("FAILED (conflict)")  # FAILED stays beside a passing record
     assert rows["half-made"].split()[1:] == ["—", "—", "?", "INCOMPLETE"]
     assert lines[-1].startswith("runs: 3 under ")
@@ -322,3 +345,15 @@ def test_what_the_page_cannot_show_is_named_with_its_finding(run, capsys, name, 
     code, out, text = report(run, capsys)
     assert code == 0
     assert f"({expected})" in out and expected in text
+
+
+def test_the_image_a_run_recorded_is_shown_and_its_absence_said(run, capsys):
+    record = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    _, out, text = report(run, capsys)
+    assert "image" not in record and "  image " not in out
+    assert "not recorded (TWGRPO_IMAGE unset)" in "".join(Page(text).text)
+    image = "registry.example/verl@sha256:" + "ab" * 32
+    (run / "run.json").write_text(json.dumps({**record, "image": image}), encoding="utf-8")
+    _, out, text = report(run, capsys)
+    assert f"  image     {image}" in out.splitlines()
+    assert image in "".join(Page(text).text) and "(RPT-E020)" not in out

@@ -63,3 +63,26 @@ def test_hostile_names_are_escaped():
     workers[1]["hostname"] = "<script>x</script>"
     html = nodegrid.cards(workers, details, actors, "")
     assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_2048_nodes_are_summarised_in_groups_with_the_outliers_drawn_first():
+    workers, details, actors = layout(2048)
+    odd = workers[1500]
+    odd["gpu_count"] = 7  # one node lost a GPU: an outlier, drawn and named
+    actors = [a for a in actors if a["rank"] != 1499 * 8 + 7]
+    html = nodegrid.cards(workers, details, actors, "16383 ranks · NCCL over InfiniBand")
+    found = cards(html)
+    assert len(found) == nodegrid.MAX_CARDS
+    hosts = [f.get("data-hostname") for f in found]
+    assert "gpu-1499" in hosts and "head" in hosts
+    told = html[:html.index('<div class="node-grid')]
+    assert f"Drawn: {nodegrid.MAX_CARDS} of 2049 nodes" in told
+    assert "2047 node(s): 8 GPU(s)" in told and "Outliers" in told and "gpu-1499" in told
+    summary = nodegrid.ranks_summary(workers, actors)
+    assert summary.count("<tr>") == 2050 and "16376–16383" in summary
+
+
+def test_a_run_of_64_nodes_draws_all_and_says_so():
+    workers, details, actors = layout(64)
+    html = nodegrid.cards(workers, details, actors, "512 ranks")
+    assert "Drawn: all 65 nodes." in html

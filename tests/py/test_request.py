@@ -129,3 +129,22 @@ def test_collective_and_watchdog_settings_must_be_what_they_say(tmp_path, name, 
 def test_the_watchdog_can_be_turned_off_and_the_probe_kept_to_gloo(tmp_path):
     env = base(tmp_path, STALL_FIRST_STEP="off", COLLECTIVE_PROBE="gloo", COLLECTIVE_TIMEOUT="20")
     assert request.variable_problems(env) == []
+
+
+@pytest.mark.parametrize("name, value, fid", [
+    ("RUN_ID", "x\n", "LAUNCH-E004"), ("RUN_ID", "x\r", "LAUNCH-E004"),
+    ("RESUME_FROM", "earlier\n", "LAUNCH-E031"), ("SAVE_FREQ", "2\n", "LAUNCH-E030"),
+    ("PROFILE", "test-fixture\n", "LAUNCH-E009"), ("STORAGE_ROOT", "/mnt/x\n", "LAUNCH-E043"),
+])
+def test_a_trailing_newline_is_no_part_of_a_valid_value(tmp_path, name, value, fid):
+    assert fid in ids(request.variable_problems(base(tmp_path, **{name: value})))
+
+
+def test_one_run_id_rule_everywhere_refuses_control_characters():
+    from prep import jobspec
+    from twgrpo.run import profile
+    for text in ("x\n", "x\t", "x\x1b[2J"):
+        assert not profile.NAME.match(text) and not request.RUN_ID_FORM.match(text)
+        with pytest.raises(jobspec.SpecError, match=r"^\(SUB-E012\)"):
+            jobspec.check_run_id(text)
+    assert request.RUN_ID_FORM is profile.NAME

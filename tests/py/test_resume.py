@@ -106,7 +106,8 @@ def test_the_training_command_follows_the_run_record(root, capsysbinary):
     assert "trainer.save_freq=1" in argv  # the run's recorded SAVE_FREQ, not the profile file's 2
 
 
-def test_record_run_applies_save_freq_and_names_its_driver(root):  # the launcher is its parent
+def test_record_run_applies_save_freq_and_names_its_driver(root, monkeypatch):  # the launcher is its parent
+    monkeypatch.delenv("TWGRPO_IMAGE", raising=False)
     root.mkdir()
     command.run_dir(root, "A").mkdir(parents=True)
     assert main(["record-run", "--profile", PROFILE, "--storage-root", str(root), "--run-id", "A",
@@ -116,6 +117,16 @@ def test_record_run_applies_save_freq_and_names_its_driver(root):  # the launche
     assert run["profile"]["values"]["SAVE_FREQ"] == "1"
     assert "trainer.save_freq=1" in run["training_command"]
     assert run["driver_pid"] == os.getppid() and run["driver_host"] == socket.gethostname()
+    assert "image" not in run  # no image named: nothing recorded, nothing guessed
+
+
+def test_record_run_records_the_image_the_manifest_named(root, monkeypatch):
+    image = "registry.example/verl@sha256:" + "cd" * 32
+    monkeypatch.setenv("TWGRPO_IMAGE", image)
+    command.run_dir(root, "A").mkdir(parents=True)
+    assert main(["record-run", "--profile", PROFILE, "--storage-root", str(root), "--run-id", "A",
+                 "--bundle-sums-sha256", "a" * 64, "--launcher-sha256", "b" * 64]) == 0
+    assert json.loads((command.run_dir(root, "A") / "run.json").read_text())["image"] == image
 
 
 def test_record_run_refuses_a_bad_save_freq(root):
@@ -188,6 +199,7 @@ REFUSALS = [  # (name, how the earlier run is made wrong, the refusal's id)
     ("another profile value", lambda r: set_value(command.run_dir(r, "A"), "LEARNING_RATE", "1e-5"), "RES-E003"),
     ("another model pin", lambda r: set_value(command.run_dir(r, "A"), "MODEL_SUMS_SHA256", "c" * 64), "RES-E004"),
     ("another verl commit", lambda r: set_value(command.run_dir(r, "A"), "VERL_COMMIT", "d" * 40), "RES-E004"),
+    ("another reward pin", lambda r: set_value(command.run_dir(r, "A"), "REWARD_SHA256", "f" * 64), "RES-E004"),
     ("another bundle", lambda r: set_field(command.run_dir(r, "A"), "bundle_sums_sha256", "e" * 64), "RES-E005"),
     ("earlier run succeeded", lambda r: (command.run_dir(r, "A") / "SUCCESS").write_text("x\n"), "RES-E006"),
     ("earlier run still running", running_here, "RES-E007"),

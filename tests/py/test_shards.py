@@ -57,7 +57,7 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_progress_is_a_line_on_a_terminal_and_nothing_when_piped(files):
+def test_progress_is_a_line_on_a_terminal_and_nothing_when_piped_and_quick(files):
     paths = [files["big"], files["small"]]
     shown, piped = Terminal(), io.StringIO()
     assert shards.check_files(paths, jobs=2, progress=shown) == {p: None for p in paths}
@@ -66,6 +66,19 @@ def test_progress_is_a_line_on_a_terminal_and_nothing_when_piped(files):
     text = shown.getvalue()
     assert "checkpoint: 2/2 files" in text and "MiB/s" in text and "s left" in text
     assert "\n" not in text and text.endswith("\r")  # the line is cleared, not left behind
+
+
+def test_a_long_check_prints_whole_progress_lines_into_a_log(files, monkeypatch):
+    """In a job's log (not a terminal): a line every LOG_EVERY seconds, and one at the end."""
+    monkeypatch.setattr(shards, "LOG_EVERY", 0.0)  # every file takes "long enough"
+    paths = [files["big"], files["small"], files["small-crc"]]
+    logged = io.StringIO()
+    shards.check_files(paths, jobs=1, progress=logged)
+    lines = logged.getvalue().splitlines()
+    assert len(lines) == 4 and "\r" not in logged.getvalue()
+    assert lines[0].startswith("checkpoint: 1/3 files") and lines[-1].startswith("checkpoint: 3/3 files")
+    assert all("GiB" in line and "MiB/s" in line and "s left" in line and "s so far" in line
+               for line in lines)
 
 
 def test_workers_are_bounded_by_cores_memory_and_jobs(monkeypatch):

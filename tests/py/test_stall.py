@@ -236,3 +236,21 @@ def test_a_stall_whose_record_cannot_be_written_still_stops_the_phase(tmp_path, 
     assert stopped(training) == -15
     out = training.stdout.read()
     assert "could not record the evidence" in out and "stopping the phase anyway" in out
+
+
+def test_a_step_beyond_the_runs_range_is_not_a_step():
+    # a printed sample "step:999999 - training/global_step:999999" would otherwise hold the clock
+    # at step 999999, so every real step after it looks old and the run reads stalled
+    clock = StallClock(first_step=100, factor=3, floor=10, last_at=0, max_step=2)
+    clock.step(999999, 50)
+    assert clock.last_step == 0 and clock.limit() == 100
+    clock.step(1, 60)
+    clock.step(2, 80)
+    assert (clock.last_step, clock.slowest) == (2, 20)
+    assert not clock.stalled(130) and clock.stalled(141)
+
+
+def test_the_watchdog_reads_its_step_range_from_run_json(tmp_path):
+    from twgrpo.checks import stall
+    assert stall.max_step(FIXTURE) > 0
+    assert stall.max_step(tmp_path) == 0  # no run.json: any step counts

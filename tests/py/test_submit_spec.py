@@ -70,3 +70,20 @@ def test_a_server_traceback_becomes_its_error_line():
     assert one_line(text) == "ValueError: Job with submission_id a already exists."
     assert one_line("") == "no message"
     assert len(one_line("x" * 1000)) == 301
+
+
+@pytest.mark.parametrize("name", [*jobspec.SHELL_VARIABLES, "BASH_FUNC_exec"])
+def test_a_job_variable_that_configures_the_shell_is_refused(name):
+    with pytest.raises(jobspec.SpecError, match=rf"^\(SUB-E015\) job variable '{name}' configures the shell"):
+        jobspec.job_spec(ROOT, "", None, {"RUN_ID": "exp-001", name: "/mnt/verl-reproduction/hooks.sh"})
+
+
+@pytest.mark.parametrize("tool", ["rayjob", "sbatch"])
+@pytest.mark.parametrize("variable", ["BASH_ENV=/mnt/verl-reproduction/hooks.sh", "SHELLOPTS=xtrace"])
+def test_rayjob_and_sbatch_print_nothing_for_a_shell_variable(capsys, tool, variable):
+    from prep import rayjob, sbatch
+    main = {"rayjob": rayjob.main, "sbatch": sbatch.main}[tool]
+    extra = ["--image", "registry.example/verl:0.6", "--claim", "verl-volume"] if tool == "rayjob" else []
+    assert main(["--run-id", "exp-001", *extra, "--var", variable]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and f"{tool}: (SUB-E015) job variable '{variable.split('=')[0]}'" in err

@@ -3,7 +3,7 @@ import math
 
 import pytest
 from tbwrite import event, record, write_events
-from twgrpo.formats import tfevents
+from twgrpo.formats import tfevents, tfrecord
 
 summary_pb2 = pytest.importorskip("tensorboard.compat.proto.summary_pb2")
 event_pb2 = pytest.importorskip("tensorboard.compat.proto.event_pb2")
@@ -102,3 +102,79 @@ def test_non_finite_values_survive_the_round_trip(tmp_path):
     ours = tfevents.load_scalars(tmp_path)
     assert math.isnan(ours.values["a"][1]) and ours.values["b"][1] == math.inf
     assert not tfevents.is_finite(ours.values["a"][1])
+
+
+def test_several_views_in_one_pass_equal_each_view_read_alone(tmp_path):
+    steps = [(s, {"a": float(s), "b": 0.5 * s, "c": math.nan if s == 7 else 1.0})
+             for s in range(1, 3000)]
+    write_events(tmp_path / "events.out.tfevents.1.host", steps)
+    views = [(("a",), 2999), (("b", "c"), None), (None, None), (None, 1234)]
+    together = tfevents.load_views(tmp_path, views)
+    for (keep, keep_step), scalars in zip(views, together):
+        alone = tfevents.load_scalars(tmp_path, keep, keep_step)
+        assert repr(scalars.values) == repr(alone.values) and repr(scalars.nonfinite) == repr(alone.nonfinite)
+        assert (scalars.held, scalars.thinned, scalars.last) == (alone.held, alone.thinned, alone.last)
+
+
+def test_crc32c_wide_and_bytewise_agree_at_every_length_near_the_switch():
+    data = bytes(range(256)) * 3
+    for length in range(0, 2 * tfevents.crc32c.__globals__["WIDE_MIN"] + 9):
+        assert tfevents.crc32c(data[:length]) == \
+            tfevents.crc32c.__globals__["crc32c_bytewise"](data[:length])
+
+
+def _general(data):
+    """scalars_of_event without its fast path (the protobuf field walk alone)."""
+    original = tfevents._simple_event
+    tfevents._simple_event = lambda data: None
+    try:
+        return tfevents.scalars_of_event(data)
+    except (ValueError, IndexError, Exception) as exc:  # the general reader's own refusal
+        return type(exc)
+    finally:
+        tfevents._simple_event = original
+
+
+def test_the_fast_event_reader_agrees_with_the_general_one_or_stands_aside():
+    import random
+    rng = random.Random(7)
+    samples = [event(s, 1e9 + s, [(f"tag/{s % 7}", s * 0.5)]) for s in (0, 1, 127, 128, 2 ** 40)]
+    samples += [event(3, 1e9, [("a", 1.0), ("b" * 100, 2.0)]), event(5, 1e9),
+                event(8, 1e9, [(f"tag/{i}", i * 0.25) for i in range(10)]),
+                event(8, 1e9, [(f"t{i:03d}", 1.0) for i in range(700)]),
+                event(-1, 1e9, [("neg", 1.0)]), event(9, 1e9, [("x" * 130, 1.0)]),
+                event(1, 2.0, file_version="brain.Event:2")]
+    for data in list(samples):
+        for _ in range(300):  # damage: a byte changed, cut short, grown
+            cut = bytearray(data)
+            at = rng.randrange(len(cut))
+            cut[at] = rng.randrange(256)
+            samples.append(bytes(cut[:rng.randrange(len(cut) + 1)] if rng.random() < 0.3 else cut))
+    fast_taken = 0
+    for data in samples:
+        fast = tfevents._simple_event(data)
+        if fast is not None:
+            fast_taken += 1
+            assert repr(fast) == repr(_general(data)), data
+    assert fast_taken > 100
+    ten = event(8, 1e9, [(f"tag/{i}", i * 0.25) for i in range(10)])  # a two-byte summary length
+    assert tfevents._simple_event(ten) == (8, 1e9, [(f"tag/{i}", i * 0.25) for i in range(10)])
+
+
+def test_records_cut_from_blocks_match_records_read_one_by_one(tmp_path, monkeypatch):
+    """Block edges inside headers, data and footers: the same records and problems."""
+    events = [event(s, 1e9 + s, [("t", float(s))]) for s in range(1, 400)]
+    path = tmp_path / "events.out.tfevents.1.h"
+    blob = bytearray(b"".join(record(e) for e in events))
+    blob[1000] ^= 0x40  # one damaged record
+    path.write_bytes(bytes(blob[:-7]))  # and a cut-off tail
+    reference_problems = []
+    monkeypatch.setattr(tfrecord, "BLOCK", 1 << 20)
+    reference = list(tfevents.read_records(path, reference_problems))
+    for block in (1, 5, 13, 64, 100):
+        monkeypatch.setattr(tfrecord, "BLOCK", block)
+        problems = []
+        assert list(tfevents.read_records(path, problems)) == reference
+        assert [(p.kind, p.record, p.offset) for p in problems] == \
+            [(p.kind, p.record, p.offset) for p in reference_problems]
+    assert [p.kind for p in reference_problems] == ["crc", "truncated"]

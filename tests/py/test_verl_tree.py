@@ -105,3 +105,20 @@ def test_the_manifest_lists_the_commits_blobs_by_sha256(storage):
     assert set(listed) == set(git(folder, "ls-files").split())
     for path, digest in listed.items():
         assert hashlib.sha256((folder / path).read_bytes()).hexdigest() == digest
+
+
+def test_a_replace_ref_cannot_pin_an_edited_tree_as_the_commit(storage):
+    folder = checkout(storage)
+    commit = folder.name
+    target = folder / "verl" / "__init__.py"
+    target.write_text("raise SystemExit('edited')\n")
+    git(folder, "add", "verl/__init__.py")
+    tree = git(folder, "write-tree").strip()
+    edited = git(folder, "commit-tree", tree, "-p", commit, "-m", "edited").strip()
+    git(folder, "replace", commit, edited)  # git now shows the edited commit under the pinned id
+    git(folder, "reset", "-q", commit)  # the index reads the replaced tree: nothing staged
+    assert git(folder, "status", "--porcelain") == ""
+    (folder / ".git" / "info").mkdir(exist_ok=True)
+    (folder / ".git" / "info" / "grafts").write_text(f"{commit}\n")  # a graft is ignored too
+    with pytest.raises(verltree.TreeError, match="verl/__init__.py: differs from the commit's blob"):
+        verltree.tree_manifest(folder, commit)

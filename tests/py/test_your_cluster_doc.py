@@ -109,15 +109,18 @@ def test_the_worked_example_runs_as_written(tmp_path):
         extra = [f"{k}={v}" for k, v in local.items()] if "prepare-inputs" in line else []
         out = make(repo, line, volume, extra)
         first_check = line.startswith("make check-profile") and "check-profile" not in outputs
-        if first_check:  # before pin-inputs: the pins, and nothing else
+        if first_check:  # before pin-inputs: the pins, and no verl yet to read the keys from
             assert out.returncode != 0
-            assert re.findall(r"\((\w+-\w\d+)\)", out.stdout) == ["INP-E070"], out.stdout
+            assert re.findall(r"\((\w+-\w\d+)\)", out.stdout) == ["GEN-W050", "INP-E070"], \
+                out.stdout
             assert out.stdout.count("FAIL (") == 1
         else:
             assert out.returncode == 0, f"{line}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
         outputs.setdefault(line.split()[1], out.stdout)
         outputs[line.split()[1]] = out.stdout
     assert "check-profile: PASSED (5 checks)" in outputs["check-profile"]
+    # the second time, the overrides were read against the verl checkout on the volume
+    assert re.search(r"extra-overrides \.+ ok\n", outputs["check-profile"])
     assert "inputs: PASSED" in outputs["verify-inputs"]
     pinned = profile.read_text()
     assert re.search(r"(?m)^MODEL_SUMS_SHA256=[0-9a-f]{64}$", pinned)

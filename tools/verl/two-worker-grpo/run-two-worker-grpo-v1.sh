@@ -31,22 +31,33 @@
 #   run to continue from its latest complete checkpoint, or auto: the newest resumable run of
 #   this RUN_ID's lineage), HEARTBEAT_INTERVAL and HEARTBEAT_LEASE (seconds, default 30 and
 #   120: heartbeat.json is refreshed while the launcher lives; a run without a beat for the
-#   lease and without a verdict is lost, and resumable), TRACE=1 (trace commands).
+#   lease and without a verdict is lost, and resumable, unless its launcher is seen running on
+#   its host: a heartbeat process that died alone loses no run), TRACE=1 (trace commands).
 # A re-run of the same job (a platform's retry) whose run folder holds a stopped run of the
-#   same profile and bundle becomes the next attempt, RUN_ID.2, RUN_ID.3, ..., resuming the
-#   newest attempt with a complete checkpoint; never while one is alive or after a SUCCESS.
+#   same profile, bundle and job identity (the Ray Jobs submission id or SLURM_JOB_ID, in
+#   run.json) becomes the next attempt, RUN_ID.2, RUN_ID.3, ..., resuming the newest attempt with
+#   a complete checkpoint; never while one is alive or after a SUCCESS. A folder of another job,
+#   or of none, is refused (LAUNCH-E094), never adopted.
 # Exit codes: 0 SUCCESS; 1 a check failed; 2 usage error or missing input; 128+N stopped by
 #   signal N; otherwise the training command's status. Any failure after the run folder is
 #   claimed leaves FAILED there (time, phase, exit status, signal, cause), written whole or
 #   not at all; nothing is removed.
-if [ -z "${BASH_VERSION:-}" ]; then  # POSIX sh from here to "fi": `sh launcher` explains itself
+POSIXLY_CORRECT=y  # see "shell hooks" below; an assignment, so no function can stand in for it
+case ${BASH_VERSION:-} in '')  # POSIX sh from here to "esac": `sh launcher` explains itself
   echo "run-two-worker-grpo-v1: (LAUNCH-E048) run by sh, not bash — run it as: bash $0 (the Driver command does)" >&2
   exit 2
-fi
+esac
 # The job environment's shell hooks never shape the launcher: it runs in a bash started with -p
 # (which reads no BASH_ENV or ENV file and imports no exported function), with BASH_ENV, ENV and
 # every BASH_FUNC_* removed from the environment its phases inherit; their names are recorded
-# in run.json (job_environment). Started any other way, it starts itself again that way.
+# in run.json (job_environment). Started any other way, it starts itself again that way. Until
+# then an imported function may shadow any builtin, so the first restart uses only what POSIX
+# mode (POSIXLY_CORRECT above) puts before functions: keywords and the special builtin exec, a
+# backslash keeping any alias off.
+if [[ "${BASH_SOURCE[0]}" == "$0" && $- != *p* ]]; then
+  \exec /usr/bin/env -u POSIXLY_CORRECT bash --noprofile --norc -p -- "${BASH_SOURCE[0]}" "$@"
+fi
+\unset POSIXLY_CORRECT  # ends POSIX mode: the launcher is bash from here
 clean_shell() {
   local entry
   local -a hooks=()
@@ -69,7 +80,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=daddbe220aaeb1f8238d5f3b505fc3c5dbff8a28f97f04f5c3ec80fcaca33deb
+readonly BUNDLE_SUMS_SHA256=53118dd870fa3dfb8c495d15c77d29bdebb57e58a9374239cca3fa8c13b0c694
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
@@ -154,21 +165,46 @@ check_request() {  # every job variable, the profile and the volume (twgrpo/chec
 # --- preemption: the heartbeat (twgrpo/run/heartbeat.py) ---
 
 start_heartbeat() {  # heartbeat.json, refreshed in a process group of its own until we end
-  set -m
-  python3 -I -B "$VERIFY" heartbeat --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" \
-    --launcher-pid $$ --interval "$HEARTBEAT_INTERVAL" --lease "$HEARTBEAT_LEASE" </dev/null >/dev/null 2>&1 &
+  start_beater $$
   HEARTBEAT=$!
-  set +m
   local note
   while IFS= read -r note; do  # what the request check decided: attempt, RESUME_FROM=auto
     [[ -z "$note" ]] || printf '%s: %s\n' "$PROG" "$note"
   done <<<"$ATTEMPT_NOTE"
 }
 
-stop_heartbeat() {  # the beater writes state "ended" on TERM, then exits
+# The beater, in a process group of its own; $WORK/heartbeat names it (pid, start time) for the
+# watchdog, which starts a new one when it dies while the launcher lives (keep_heartbeat): one
+# helper process that dies never makes a live run read as lost, on any host.
+start_beater() {  # start_beater LAUNCHER_PID
+  set -m
+  python3 -I -B "$VERIFY" heartbeat --storage-root "$STORAGE_ROOT" --run-id "$RUN_ID" \
+    --launcher-pid "$1" --interval "$HEARTBEAT_INTERVAL" --lease "$HEARTBEAT_LEASE" </dev/null >/dev/null 2>&1 &
+  set +m
+  printf '%s %s\n' "$!" "$(start_time "$!")" >"$WORK/heartbeat"
+}
+
+keep_heartbeat() {  # keep_heartbeat LAUNCHER_PID: in the watchdog, a dead beater is replaced
+  local pid started
+  read -r pid started 2>/dev/null <"$WORK/heartbeat" || return 0
+  [[ "$(start_time "$pid")" != "$started" ]] || return 0
+  [[ ! -e "$WORK/heartbeat.stop" ]] || return 0  # checked after the death: the launcher ends it
+  start_beater "$1"
+  printf '%s: (LAUNCH-W001) the heartbeat process %s ended while the launcher ran; started another\n' \
+    "$PROG" "$pid"
+}
+
+stop_heartbeat() {  # the beater writes state "ended" on USR1 (ours alone: it ignores TERM), then exits
   [[ -n "$HEARTBEAT" ]] || return 0
-  kill -TERM "$HEARTBEAT" 2>/dev/null || true
-  wait "$HEARTBEAT" 2>/dev/null || true
+  local pid started tick
+  : >"$WORK/heartbeat.stop"  # before the signal, so the watchdog never replaces the one it ends
+  read -r pid started 2>/dev/null <"$WORK/heartbeat" || pid=$HEARTBEAT
+  kill -USR1 "$pid" 2>/dev/null || true
+  wait "$HEARTBEAT" 2>/dev/null || true  # the first beater is ours to reap; a later one the watchdog's
+  for ((tick = 0; tick < 20; tick++)); do
+    [[ "$(start_time "$pid")" == "$started" ]] || break
+    sleep 0.5
+  done
   HEARTBEAT=""
 }
 
@@ -255,7 +291,10 @@ watch_launcher() {  # watch_launcher PID START_TIME: the watchdog's body, in its
   local launcher=$1 started=$2 phase=unknown group=-
   trap - TERM INT EXIT PIPE
   exec >>"$RUN_DIR/driver.log" 2>&1 || exec >/dev/null 2>&1  # never the pipe to tee
-  while [[ "$(start_time "$launcher")" == "$started" ]]; do sleep 0.5; done
+  while [[ "$(start_time "$launcher")" == "$started" ]]; do
+    keep_heartbeat "$launcher"
+    sleep 0.5
+  done
   read -r phase group <"$WORK/state" || true
   PHASE=$phase SIGNAL=unknown
   CAUSE="ended without a verdict: the launcher (pid $launcher) ended in phase $PHASE without writing SUCCESS or FAILED (killed, e.g. SIGKILL); its watchdog wrote this"
@@ -302,7 +341,12 @@ on_exit() {
   local status=$?
   trap - EXIT
   trap '' PIPE
-  ((status == 0)) || write_failed "$status" || true
+  if ((status != 0)); then
+    # a check failed (status 1): FAILED names the failed checks and their ids, not "exit status"
+    [[ -n "$CAUSE" || "$status" != 1 || -z "$RUN_DIR" ]] ||
+      CAUSE=$(verify failed-checks --run-dir "$RUN_DIR" 2>/dev/null) || CAUSE=""
+    write_failed "$status" || true
+  fi
   stop_heartbeat
   stop_watchdog
   [[ -z "$WORK" ]] || rm -rf "$WORK"
@@ -333,6 +377,14 @@ run_phase() {
   set +m
   set_phase "$name" "$CHILD"
   wait "$CHILD" || status=$?
+  # Nothing of a phase outlives it: when a signal ended the phase's own shell alone, its
+  # commands (the training, tee, the watcher) still run in its group; they are stopped as a
+  # signal to the launcher stops them, so the launcher never waits on an orphaned training.
+  if ((status > 128)) && kill -0 -- "-$CHILD" 2>/dev/null; then
+    printf '%s: (LAUNCH-E022) phase %s ended by signal %s while its process group %s still ran: stopping the group\n' \
+      "$PROG" "$PHASE" $((status - 128)) "$CHILD" >&2
+  fi
+  stop_group TERM "$CHILD"
   CHILD=""
   set_phase "$name"
   printf '%s: phase %s ended with status %s after %s s\n' "$PROG" "$PHASE" "$status" $((SECONDS - started))

@@ -13,7 +13,8 @@ from typing import List, Optional
 
 from .checks import inputs, postflight, preflight, recipe, stall
 from . import launch
-from .report import runs, summary
+from .report import compare, runs, summary
+from .run import failedchecks
 from .run.catalog import markdown_page, markdown_table
 from .run.findings import EXIT_FAILED, EXIT_USAGE, UsageError
 from .run.profile import Profile, load_profile, with_overrides
@@ -78,9 +79,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--storage-root", type=Path, help="with --run-id: the volume's mount path here")
     p.add_argument("--run-id")
     p.add_argument("--html", help="where to write the page (default: report.html in the run folder)")
+    p.add_argument("--reference", help="a run beside this one whose scalars the charts draw as a "
+                   "second series (default: a resumed run's parent; none: no reference)")
 
     p = sub.add_parser("runs", help="list every run on the volume with its verdict")
     p.add_argument("--storage-root", type=Path, required=True, help="the volume's mount path here")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="json: one object per run, one per line (for scripts)")
+    compare.add_parser(sub)
 
     for name, text in (("paths", "print the run's paths as KEY=value lines (launcher)"),
                        ("env", "print the driver environment, NUL-separated (launcher)"),
@@ -89,11 +95,18 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--storage-root", type=Path, required=True)
         p.add_argument("--run-id", required=True)
 
+    p = sub.add_parser("failed-checks", help="print FAILED's cause: each failed check of the run "
+                       "with its finding ids, on one line (launcher)")
+    p.add_argument("--run-dir", type=Path, required=True)
+
     sub.add_parser("request", help="check the job's variables, profile and volume; print the "
                    "launcher's settings (launcher)")
 
-    sub.add_parser("check-profile", parents=[common], help="every rule on the profile that needs "
-                   "no cluster (batch sizes, rollout TP and lengths, EXTRA_OVERRIDES, pins)")
+    p = sub.add_parser("check-profile", parents=[common], help="every rule on the profile that "
+                       "needs no cluster (batch sizes, rollout TP and lengths, EXTRA_OVERRIDES, pins)")
+    p.add_argument("--storage-root", type=Path, help="the volume here: EXTRA_OVERRIDES are checked "
+                   "against the profile's verl checkout on it")
+    p.add_argument("--verl-root", type=Path, help="a verl checkout (default: from the profile)")
 
     p = sub.add_parser("runtime-env", parents=[common], help="print the RuntimeEnv JSON to paste")
     p.add_argument("--storage-root", type=Path, required=True)
@@ -178,6 +191,11 @@ def print_catalog(args: argparse.Namespace, profile: Optional[Profile]) -> int:
     return 0
 
 
+def print_failed_checks(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+    print(failedchecks.cause(args.run_dir))
+    return 0
+
+
 def list_runs(args: argparse.Namespace, profile: Optional[Profile]) -> int:
     return runs.main(args)
 
@@ -188,8 +206,9 @@ HANDLERS = {"inputs": inputs.main, "preflight": preflight.main, "postflight": po
             "record-run": launch.record_run, "catalog": print_catalog,
             "resume": launch.resume, "request": launch.check_request,
             "heartbeat": launch.heartbeat, "attempt": launch.attempt, "check-profile": recipe.main,
-            "watch-training": stall.main}
-NO_PROFILE = ("catalog", "runs", "request", "heartbeat", "watch-training")  # judge no single run
+            "watch-training": stall.main, "compare": lambda args, _: compare.main(args),
+            "failed-checks": print_failed_checks}
+NO_PROFILE = ("catalog", "runs", "request", "heartbeat", "watch-training", "compare", "failed-checks")  # judge no single run
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -15,7 +15,7 @@ from typing import List, Optional
 
 from .checks import request
 from .formats.hashing import sha256_file
-from .run import command, processes
+from .run import command, jobidentity, processes
 from .run.findings import UsageError, utc_now
 from .run.profile import BUNDLE_DIR, Profile, with_overrides
 from .run.records import write_json
@@ -93,7 +93,11 @@ def record_run(args: argparse.Namespace, profile: Profile) -> int:
         "driver_pid": os.getppid(),  # the launcher: a resume checks that it is gone
         **processes.identity(os.getppid()),  # so a reused pid is never taken for it
         "python": platform.python_version(),
+        # the image reference the job was started with, as its manifest named it (make rayjob)
+        **({"image": os.environ["TWGRPO_IMAGE"][:512]} if os.environ.get("TWGRPO_IMAGE") else {}),
         "job_environment": request.job_environment(os.environ, sys.executable),
+        # the platform's name for this job: a retry continues only attempts that carry it
+        "job_identity": jobidentity.of(os.environ),
         "training_command": command.training_command(profile, args.storage_root, args.run_id)})
     return 0
 
@@ -125,7 +129,8 @@ def attempt(args: argparse.Namespace, profile: Profile) -> int:
     job, RESUME_FROM=auto resolved (checks/attempt.py); notes as NOTE= lines."""
     from .checks.attempt import plan
     run_id, resume_from, notes = plan(args.storage_root, args.run_id, args.resume_from or "",
-                                      profile.PROFILE_NAME, args.bundle_sums_sha256)
+                                      profile.PROFILE_NAME, args.bundle_sums_sha256,
+                                      jobidentity.of(os.environ))
     for key, value in [("RUN_ID", run_id), ("RESUME_FROM", resume_from)] + [("NOTE", n) for n in notes]:
         if "\n" in value:
             raise UsageError(f"{key} holds a newline: {value!r}")

@@ -6,10 +6,14 @@ run (and every later attempt of it) was stopped, by a signal or lost without a v
 the same profile and bundle, the new launcher becomes the next attempt, ``<RUN_ID>.2``,
 ``<RUN_ID>.3``, ... and resumes from the newest attempt with a complete checkpoint (or starts
 fresh when none has one, and says so). It never does so while any attempt is alive (fresh
-heartbeat) or after one succeeded, failed a check or belongs to another job.
+heartbeat) or after one succeeded, failed a check or belongs to another job. "This job" is
+proven, not guessed: every attempt must record in run.json the job identity the platform gave
+this launch (run/jobidentity.py: the Ray Jobs submission id, SLURM_JOB_ID); a folder without it
+(planted, copied, or from a launch no platform named) is refused, never adopted.
 
 RESUME_FROM=auto on its own picks the newest resumable run of the same lineage (the RUN_ID
-without its attempt suffix, and its attempts) and profile, or starts fresh and says so.
+without its attempt suffix, and its attempts) and profile, or starts fresh and says so; a
+resumable run of the lineage that is not of this launch's job identity is refused, not skipped.
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from ..formats import bounded
-from ..run import heartbeat
+from ..run import heartbeat, jobidentity
 from ..run.findings import UsageError
 from ..run.humane import parse_time
 from ..run.preemption import stop_of
@@ -74,7 +78,19 @@ def newest_resumable(root: Path, names: List[str], profile_name: str) -> Optiona
     return (best[1], best[2]) if best else None
 
 
-def _refuse_retry(root: Path, names: List[str], profile_name: str, bundle: str) -> None:
+def _refuse_foreign(folder: Path, identity: Optional[Dict[str, str]]) -> None:
+    """Raise unless the run in folder recorded this launch's job identity (and it has one)."""
+    recorded = _run(folder).get("job_identity")
+    if identity is not None and recorded == identity:
+        return
+    raise UsageError(f"(LAUNCH-E094) run folder {folder} was not made by this job: its job "
+                     f"identity is {jobidentity.describe(recorded)}, this launch's is "
+                     f"{jobidentity.describe(identity)} — set a new RUN_ID; to continue that run "
+                     f"on purpose, set RESUME_FROM={folder.name} with the new RUN_ID")
+
+
+def _refuse_retry(root: Path, names: List[str], profile_name: str, bundle: str,
+                  identity: Optional[Dict[str, str]]) -> None:
     """Raise unless every existing attempt is a stopped run of this job."""
     for name in names:
         folder = root / name
@@ -86,6 +102,7 @@ def _refuse_retry(root: Path, names: List[str], profile_name: str, bundle: str) 
             raise UsageError(f"(LAUNCH-E008) run folder {folder} already exists and is not a run "
                              f"of this job (profile {profile_name}, this bundle) — set a new "
                              "RUN_ID; a run folder is never reused")
+        _refuse_foreign(folder, identity)
         if stop_of(folder, failed_fields(folder), success_text(folder) is not None) is None:
             raise UsageError(f"(LAUNCH-E092) run folder {folder} exists and was not stopped: "
                              f"{latest_verdict(folder).summary} — set a new RUN_ID; only a "
@@ -93,8 +110,10 @@ def _refuse_retry(root: Path, names: List[str], profile_name: str, bundle: str) 
 
 
 def plan(storage_root: Path, run_id: str, resume_from: str, profile_name: str,
-         bundle: str) -> Tuple[str, str, List[str]]:
-    """(RUN_ID, RESUME_FROM, notes) for this launch; UsageError (LAUNCH-E09x) when refused."""
+         bundle: str, identity: Optional[Dict[str, str]] = None) -> Tuple[str, str, List[str]]:
+    """(RUN_ID, RESUME_FROM, notes) for this launch, whose platform job identity is identity
+    (None: no platform named it, so it continues no attempt); UsageError (LAUNCH-E09x) when
+    refused."""
     root = run_dir(storage_root, run_id).parent
     notes: List[str] = []
     base = base_of(run_id)
@@ -103,7 +122,7 @@ def plan(storage_root: Path, run_id: str, resume_from: str, profile_name: str,
             raise UsageError(f"(LAUNCH-E008) run folder {root / run_id} already exists (not a "
                              "folder, or a link) — set a new RUN_ID; a run folder is never reused")
         names = attempts(root, base)
-        _refuse_retry(root, names, profile_name, bundle)
+        _refuse_retry(root, names, profile_name, bundle, identity)
         free = [f"{base}.{n}" for n in range(2, MAX_ATTEMPT + 1)
                 if not (root / f"{base}.{n}").exists() and not (root / f"{base}.{n}").is_symlink()]
         if not free:
@@ -124,7 +143,11 @@ def plan(storage_root: Path, run_id: str, resume_from: str, profile_name: str,
         return new_id, "", notes
     if resume_from != "auto":
         return run_id, resume_from, notes
-    found = newest_resumable(root, [n for n in attempts(root, base) if n != run_id], profile_name)
+    lineage = [n for n in attempts(root, base) if n != run_id]
+    for name in lineage:  # RESUME_FROM=auto never picks, nor skips in silence, another job's run
+        if newest_resumable(root, [name], profile_name):
+            _refuse_foreign(root / name, identity)
+    found = newest_resumable(root, lineage, profile_name)
     if found:
         notes.append(f"RESUME_FROM=auto: resuming from {found[0]}, the newest resumable run of "
                      f"{base} with profile {profile_name}: {found[1]}")
@@ -177,7 +200,7 @@ def request_env(env: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]
     except UsageError:
         return env, settings  # the request check names the profile's problem
     run_id, resume_from, notes = plan(Path(root), env["RUN_ID"], env.get("RESUME_FROM", ""),
-                                      profile.PROFILE_NAME, _bundle_sums())
+                                      profile.PROFILE_NAME, _bundle_sums(), jobidentity.of(env))
     env.update(RUN_ID=run_id, RESUME_FROM=resume_from)
     settings.update(RUN_ID=run_id, RESUME_FROM=resume_from, ATTEMPT_NOTE="\n".join(notes))
     return env, settings

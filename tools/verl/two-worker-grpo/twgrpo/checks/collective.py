@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional
 from ..formats import bounded
 from ..run.findings import Finding, Skip, finding
 from ..run.records import read_json
+from . import isolated
 from .collective_rank import collective_rank
 
 COLLECTIVE_SECONDS = 60.0
@@ -45,7 +46,7 @@ def check_collective(ctx) -> List[Finding]:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     import twgrpo
     ray.cloudpickle.register_pickle_by_value(twgrpo)
-    remote = ray.remote(num_cpus=0, num_gpus=1 if nccl else 0, max_retries=0)(collective_rank)
+    remote = ray.remote(num_cpus=0, num_gpus=1 if nccl else 0, max_retries=0)(isolated.task(ray, collective_rank))
     folder = ctx.run_dir / "preflight-collective"
     folder.mkdir(exist_ok=True)
     seconds = ctx.collective_timeout

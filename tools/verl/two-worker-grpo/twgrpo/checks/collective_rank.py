@@ -43,7 +43,6 @@ def collective_rank(spec: Dict[str, Any]) -> Dict[str, Any]:
     stage("started")
     try:
         import datetime
-        import ray
         import torch
         import torch.distributed as dist
         use_nccl = spec["nccl"]
@@ -51,7 +50,7 @@ def collective_rank(spec: Dict[str, Any]) -> Dict[str, Any]:
             raise RuntimeError("torch sees no CUDA GPU in this task (CUDA_VISIBLE_DEVICES="
                                f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')!r})")
         timeout = datetime.timedelta(seconds=max(deadline - time.monotonic(), 1.0))
-        where = nccl_address(ray.util.get_node_ip_address(), os.environ.get("NCCL_SOCKET_IFNAME", ""))
+        where = nccl_address(spec.get("node_ip") or _ray_node_ip(), os.environ.get("NCCL_SOCKET_IFNAME", ""))
         report.update(where)
         store = _rendezvous(dist, spec, where["address"], timeout, deadline)
         stage("rendezvous")
@@ -83,6 +82,13 @@ def collective_rank(spec: Dict[str, Any]) -> Dict[str, Any]:
         report["error"] = f"{type(exc).__name__}: {text.splitlines()[0][:400] if text else ''}"
         progress(error=report["error"])
     return report
+
+
+def _ray_node_ip() -> str:
+    """The node's IP as Ray knows it; a spec's node_ip runs the rank without Ray (one GPU
+    machine's own check: dev/gpu-checks-real.py)."""
+    import ray
+    return ray.util.get_node_ip_address()
 
 
 def _rendezvous(dist, spec: Dict[str, Any], address: str, timeout, deadline: float):

@@ -30,6 +30,7 @@ JUDGED_OVERRIDES = (
     "trainer.logger", "trainer.total_epochs", "trainer.test_freq", "trainer.val_before_train",
     "actor_rollout_ref.rollout.max_num_seqs", "actor_rollout_ref.rollout.max_num_batched_tokens",
     "actor_rollout_ref.rollout.enforce_eager",
+    "custom_reward_function.path", "custom_reward_function.name",
     "+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_MODE",
     "+ray_kwargs.ray_init.runtime_env.env_vars.WANDB_DIR",
     # NCCL_TRANSPORT=ib: the interface choices every worker got (absent from a socket command).

@@ -16,7 +16,7 @@ import socket
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import rayimport, shards
+from . import isolated, rayimport, shards
 
 NODE_ID = re.compile(r"^[0-9a-f]{56}$")
 TIMEOUT = 6 * 3600.0  # seconds to wait for every node's slice: a slow volume is not a failure
@@ -49,7 +49,7 @@ def check_files(paths: Sequence[Path], log: Callable[[str], None] = print,
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     import twgrpo
     ray.cloudpickle.register_pickle_by_value(twgrpo)  # nodes need no copy of the bundle
-    remote = ray.remote(num_cpus=0, max_retries=0)(check_slice)
+    remote = ray.remote(num_cpus=0, max_retries=0)(isolated.task(ray, check_slice))
     sizes = {p: _size(p) for p in paths}
     parts = slices(sizes, len(nodes))
     pending = {}

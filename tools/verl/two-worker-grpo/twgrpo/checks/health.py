@@ -25,6 +25,7 @@ CAUSE_TEXT = {
     "gloo-mesh": "Gloo could not connect its full mesh",
 }
 SCORE, LENGTH, CLIPPED = "critic/score/mean", "response_length/mean", "response_length/clip_ratio"
+TAGS = (SCORE, LENGTH, CLIPPED)
 # A model generate-inputs made from random weights is not expected to learn or to answer.
 UNTRAINED_HUBS = ("generated",)
 
@@ -47,8 +48,8 @@ def check_fatal_causes(ctx) -> List[Finding]:
 
 def _scalars(ctx):
     if not hasattr(ctx, "_health_scalars"):
-        ctx._health_scalars = tfevents.load_scalars(ctx.run_dir / "tensorboard",
-                                                    keep=(SCORE, LENGTH, CLIPPED))
+        ctx._health_scalars = ctx.scalars(TAGS) if hasattr(ctx, "scalars") else \
+            tfevents.load_scalars(ctx.run_dir / "tensorboard", keep=TAGS)
     if not ctx._health_scalars.files:
         raise Skip("no TensorBoard event file (tensorboard-scalars says so)")
     return ctx._health_scalars

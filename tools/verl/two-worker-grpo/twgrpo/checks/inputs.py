@@ -18,7 +18,7 @@ from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch
 from ..run.mounts import mount_for
 from ..run.phase import run_phase
 from ..run.profile import Profile
-from . import weights
+from . import converter, reward, weights
 
 MAX_MANIFEST = 1 << 20  # dataset-manifest.json is a few hundred bytes
 
@@ -247,9 +247,33 @@ def check_dataset_manifest(ctx: InputsContext) -> List[Finding]:
     return []
 
 
+# What verl reads of every row, whoever converted the data: RLHFDataset renders the prompt's chat
+# messages (verl/utils/dataset/rl_dataset.py), the reward manager scores by data_source against
+# reward_model.ground_truth (verl/workers/reward_manager/naive.py). ability and extra_info are
+# read only where present.
+VERL_READS = ("data_source", "prompt (chat messages of role and content)",
+              "reward_model.ground_truth")
+
+
+def missing_verl_fields(footer: parquet.Footer) -> List[str]:
+    """The fields of VERL_READS a parquet file lacks (empty: verl can read its rows)."""
+    paths = set(footer.paths) or set(footer.columns)
+    prompt = [p for p in paths if p.startswith("prompt.")]
+    have = {"data_source": "data_source" in paths,
+            VERL_READS[1]: any(p.endswith(".role") for p in prompt) and
+            any(p.endswith(".content") for p in prompt),
+            "reward_model.ground_truth": "reward_model.ground_truth" in paths}
+    return [field for field in VERL_READS if not have[field]]
+
+
 def check_parquet_rows(ctx: InputsContext) -> List[Finding]:
     found = []
     rows = {}
+    unpinned = [key for key in ("TRAIN_ROWS", "TEST_ROWS") if not ctx.profile.pinned(key)]
+    if unpinned:  # a new profile: pin-inputs measures them on the prepared data
+        found.append(finding("INP-E070", str(ctx.data_root), f"the profile pins no row counts "
+                             f"({', '.join(unpinned)}) yet: make pin-inputs PROFILE="
+                             f"{ctx.profile.PROFILE_NAME}", missing=unpinned))
     for split, expected in (("train", ctx.profile.TRAIN_ROWS), ("test", ctx.profile.TEST_ROWS)):
         path = ctx.data_root / f"{split}.parquet"
         try:
@@ -261,13 +285,15 @@ def check_parquet_rows(ctx: InputsContext) -> List[Finding]:
             found.append(finding("INP-E012", str(path), str(exc)))
             continue
         rows[split] = footer.num_rows
-        if footer.num_rows != expected or sum(footer.row_group_rows) != footer.num_rows:
+        if (expected and footer.num_rows != expected) or \
+                sum(footer.row_group_rows) != footer.num_rows:
             found.append(mismatch("INP-E013", str(path), "rows", expected, footer.num_rows,
                                   row_groups=footer.row_group_rows))
-        missing = [c for c in parquet.VERL_COLUMNS if c not in footer.columns]
+        missing = missing_verl_fields(footer)
         if missing:
-            found.append(finding("INP-E016", str(path), f"columns {missing} are missing "
-                                 f"(has {footer.columns})", columns=footer.columns))
+            found.append(finding("INP-E016", str(path), f"verl cannot read its rows: "
+                                 f"{', '.join(missing)} missing (has columns {footer.columns})",
+                                 columns=footer.columns, missing=missing))
     ctx.evidence["parquet_rows"] = rows
     return found
 
@@ -282,6 +308,8 @@ CHECKS: List[Check] = [
     Check("data-files", check_data_files),
     Check("dataset-manifest", check_dataset_manifest),
     Check("parquet-rows", check_parquet_rows),
+    Check("reward-file", reward.check_reward_file),
+    Check("data-converter", converter.check_data_converter),
 ]
 
 

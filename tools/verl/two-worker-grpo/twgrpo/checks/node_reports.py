@@ -47,8 +47,9 @@ def check_gpus(ctx) -> List[Finding]:
         if len(gpus) != ctx.profile.GPUS_PER_NODE:
             found.append(mismatch("PRE-E020", name, "GPUs listed by nvidia-smi",
                                   ctx.profile.GPUS_PER_NODE, len(gpus)))
-        wrong = sorted({g["name"] for g in gpus if g["name"] != ctx.profile.GPU_MODEL})
-        if ctx.profile.GPU_MODEL != "*" and wrong:
+        models = ctx.profile.gpu_models  # empty: any model (*)
+        wrong = sorted({g["name"] for g in gpus if g["name"] not in models})
+        if models and wrong:
             found.append(mismatch("PRE-E021", name, "GPU model", ctx.profile.GPU_MODEL,
                                   ", ".join(wrong)))
     return found
@@ -114,7 +115,8 @@ def check_node_inputs(ctx) -> List[Finding]:
 def _identity(report: Dict[str, Any]) -> Dict[str, Any]:
     evidence = report["inputs"]["evidence"]
     return {key: evidence.get(key) for key in ("verl_commit", "verl_sums_sha256", "model_sums_sha256",
-                                                "data_sums_sha256", "parquet_rows")}
+                                                "data_sums_sha256", "parquet_rows",
+                                                "reward_sha256", "data_converter_sha256")}
 
 
 def check_same_inputs(ctx) -> List[Finding]:

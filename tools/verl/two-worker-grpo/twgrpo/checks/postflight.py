@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import (audit, checkpoint, fanout, health, launcher_records, placement, resumed, shards,
                stall, stopped, validation)
 from .command_record import check_resolved_command
+from .inputs_again import check_inputs_unchanged
 from .rollouts import check_rollouts
-from ..run import humane, typed
+from ..run import budget, humane, typed
 from ..formats import lines, tfevents, trainlog
 from ..run.findings import (Check, Finding, Skip, UsageError, finding, mismatch, phase_record,
                             utc_now)
@@ -43,6 +44,24 @@ class PostflightContext:
     stop: Any = None     # a PREEMPTED run's stop (stopped.py): judged up to its checkpoint
     _scan: Optional[trainlog.LogScan] = None
     _preflight: Optional[Dict[str, Any]] = None
+    _scalars: Optional[Dict[Any, tfevents.Scalars]] = None
+
+    def scalars(self, keep: Optional[Tuple[str, ...]] = None,
+                keep_step: Optional[int] = None) -> tfevents.Scalars:
+        """TensorBoard's scalars as a check asks for them (tfevents.load_scalars's keep and
+        keep_step). Every view the checks ask for is read in one pass over the event files, the
+        first time one is asked for: a 100,000-step file is read once, not three times."""
+        if self._scalars is None:
+            p = self.profile
+            views: List[tfevents.View] = [(REQUIRED_SCALARS, self.steps), (health.TAGS, None)]
+            if p.TEST_FREQ >= 0 or p.VAL_BEFORE_TRAIN == "true" or self.lineage is not None:
+                views.append((None, None))  # validation's and a resumed run's: every tag
+            loaded = tfevents.load_views(self.run_dir / "tensorboard", views)
+            self._scalars = {view: scalars for view, scalars in zip(views, loaded)}
+        if (keep, keep_step) not in self._scalars:
+            self._scalars[(keep, keep_step)] = tfevents.load_scalars(
+                self.run_dir / "tensorboard", keep, keep_step)
+        return self._scalars[(keep, keep_step)]
 
     @property
     def steps(self) -> int:
@@ -58,7 +77,8 @@ class PostflightContext:
         if self._scan is None:
             if not self.training_log.is_file():
                 raise Skip("no training log")
-            self._scan = trainlog.scan_log(str(self.training_log))
+            self._scan = trainlog.scan_log(str(self.training_log),
+                                           keep=budget.of_profile(self.profile).evidence)
         return self._scan
 
     def preflight(self) -> Dict[str, Any]:
@@ -83,7 +103,11 @@ def check_training_log(ctx: PostflightContext) -> List[Finding]:
                              "more over-long lines not shown"))
     if scan.dropped:
         found.append(finding("POST-E033", "training.log", f"{scan.dropped} evidence values past the "
-                             f"first {trainlog.KEEP} were not kept"))
+                             f"first {scan.most} were not kept: more than this run's budget "
+                             f"({budget.of_profile(ctx.profile).ranks} ranks x "
+                             f"{budget.EVIDENCE_PER_RANK}, {ctx.profile.TARGET_STEPS} steps x "
+                             f"{budget.EVIDENCE_PER_STEP}, {budget.EVIDENCE_BASE} more); the log "
+                             "holds repeated or foreign evidence"))
     return found
 
 
@@ -159,7 +183,7 @@ def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
 
 def check_tensorboard(ctx: PostflightContext) -> List[Finding]:
     folder = ctx.run_dir / "tensorboard"
-    scalars = tfevents.load_scalars(folder, keep=REQUIRED_SCALARS, keep_step=ctx.steps)
+    scalars = ctx.scalars(REQUIRED_SCALARS, ctx.steps)
     found = []
     if not scalars.files:
         return [finding("POST-E014", str(folder), "no events.out.tfevents.* file")]
@@ -211,6 +235,7 @@ CHECKS = [
     Check("completion-markers", check_completion_or_stop, needs=LOGGED),
     Check("resolved-command", check_resolved_command),
     Check("inputs-record", check_inputs_record),
+    Check("inputs-unchanged", check_inputs_unchanged),
     Check("launcher-records", launcher_records.check_launcher_records),
     Check("rank-placement", check_rank_placement, needs=LOGGED),
     Check("tensorboard-scalars", check_tensorboard),
@@ -258,6 +283,7 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
         print(f"postflight: PREEMPTED (resumable from step {ctx.stop.step}): {ctx.stop.sentence()}; "
               f"resume with a new RUN_ID and {ctx.stop.resume_line()}", flush=True)
     success = run_dir / "SUCCESS"
+    code = audit.unproven(run_dir, code)  # passed checks, but the run's records cannot prove it
     if code == 0:
         if write_new_text(success, utc_now() + "\n"):
             print(f"postflight: wrote {success}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from ..run import humane
-from . import network, rayimport, recipe, sizes
+from . import isolated, network, rayimport, recipe, sizes
 from ..run.command import FIXED_ENV, IB_ENV
 from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch
 from ..run.phase import run_phase
@@ -24,6 +24,7 @@ from .node_reports import (check_shared_storage, check_gpus, check_driver_versio
                            check_nccl_env, check_rollout_engine, check_node_inputs, check_same_inputs, check_same_packages)
 from .probe import probe_node
 from . import collective, node_network, node_system, reach
+from . import gpu_health, job_shape, node_agents, node_collective, node_limits, storage_trial
 from ..run.profile import ROLLOUT_ENGINES, Profile
 from ..run.records import write_text
 from ..run.runpaths import run_folder
@@ -52,6 +53,13 @@ class PreflightContext:
     collective_timeout: float = collective.COLLECTIVE_SECONDS
     collective_mode: str = "nccl"  # nccl (and Gloo), gloo alone, or off
     collective: Dict[str, Any] = dataclasses.field(default_factory=collective.empty_record)
+    node_collective: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    placement_timeout: float = job_shape.PLACEMENT_SECONDS
+    shape_record: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    storage_bytes: int = storage_trial.TRIAL_BYTES
+    storage_seconds: float = storage_trial.TRIAL_SECONDS
+    storage_record: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    agents_record: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def node_name(self, ordinal: int) -> str:
         report = self.reports.get(ordinal) or {}
@@ -151,7 +159,7 @@ def check_node_probes(ctx: PreflightContext) -> List[Finding]:
     import twgrpo
     # Ship this package with the task, so nodes need no copy of the bundle on their path.
     ray.cloudpickle.register_pickle_by_value(twgrpo)
-    remote_probe = ray.remote(num_cpus=0, max_retries=0)(probe_node)
+    remote_probe = ray.remote(num_cpus=0, max_retries=0)(isolated.task(ray, probe_node))
     found, pending = [], {}
     for ordinal, node in enumerate(ctx.nodes):
         node_id = str(node.get("NodeID"))
@@ -222,8 +230,22 @@ CHECKS = [
     Check("hostname-resolution", node_network.check_hostname_resolution, needs=PROBED),
     Check("distinct-identity", node_network.check_distinct_identity, needs=PROBED),
     Check("interfaces", node_network.check_interfaces, needs=PROBED),
+    Check("gpu-health", gpu_health.check_gpu_health, needs=PROBED),
+    Check("xid-errors", gpu_health.check_xid_errors, needs=PROBED),
+    Check("nvlink", gpu_health.check_nvlink, needs=PROBED),
+    Check("process-limits", node_limits.check_process_limits, needs=PROBED),
+    Check("locked-memory", node_limits.check_locked_memory, needs=PROBED),
+    Check("ray-space", node_limits.check_ray_space, needs=PROBED),
+    Check("address-families", node_limits.check_address_families, needs=PROBED),
+    Check("mtu", node_limits.check_mtu, needs=PROBED),
+    Check("roce-gids", node_limits.check_roce_gids, needs=PROBED),
+    Check("job-shape", job_shape.check_job_shape, needs=CONNECTED),
+    Check("ray-ports-and-clocks", node_agents.check_node_agents, needs=CONNECTED + PROBED),
+    Check("storage-trial", storage_trial.check_storage_trial, needs=PROBED + ("shared-storage",)),
     # It meets the other nodes through the run folder: it needs the shared storage proved.
     Check("reachability", reach.check_reachability, needs=PROBED + ("shared-storage",)),
+    # Each node's own GPUs first (one process per GPU), then one rank per node across them.
+    Check("node-collective", node_collective.check_node_collective, needs=PROBED + ("shared-storage",)),
     # It runs even when reachability failed: NCCL's own lines say more about a blocked peer.
     Check("collective", collective.check_collective, needs=PROBED + ("shared-storage",)),
     Check("shared-memory", node_system.check_shared_memory, needs=PROBED),
@@ -275,6 +297,8 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
             "cluster_resources": ctx.cluster_resources, "driver_node_id": ctx.driver_node_id,
             "probe_seconds": round(ctx.probe_seconds, 3), "workers": topology(ctx),
             "reach_seconds": round(ctx.reach_seconds, 3), "collective": ctx.collective,
+            "node_collective": ctx.node_collective, "job_shape": ctx.shape_record,
+            "storage_trial": ctx.storage_record, "node_agents": ctx.agents_record,
             "nodes": [ctx.reports.get(i) for i in range(len(ctx.nodes))]})
     finally:
         if ctx.ray is not None:

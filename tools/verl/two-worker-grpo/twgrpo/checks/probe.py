@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import inputs, network
+from .gpu_health_probe import health_report
+from .limits_probe import limits_report
 from .probe_system import nvidia_smi, system_report
 from ..run.findings import run_checks
 from ..run.mounts import mount_for
@@ -31,7 +33,7 @@ BUS_FORM = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$"
 # Probes only read these inputs checks: they hash manifests, not every byte (the launcher and
 # the prep box did that), and prove each node sees the same pinned files.
 NODE_INPUT_CHECKS = ("verl-checkout", "model-files", "model-weights", "data-files",
-                     "dataset-manifest", "parquet-rows")
+                     "dataset-manifest", "parquet-rows", "reward-file", "data-converter")
 
 
 def parse_nvidia_smi(text: str) -> List[Dict[str, Any]]:
@@ -141,6 +143,8 @@ def probe_node(spec: Dict[str, Any]) -> Dict[str, Any]:
                         platform.python_implementation(), "executable": sys.executable}
     report["packages"] = package_identity()
     report["system"] = system_report(report["node_ip"], spec["storage_root"])
+    report["gpu_health"] = health_report()
+    report["limits"] = limits_report()
     engine_module = spec["engine_module"]
     try:
         report["engine_importable"] = importlib.util.find_spec(engine_module) is not None

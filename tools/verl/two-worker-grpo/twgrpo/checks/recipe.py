@@ -1,19 +1,21 @@
 """Every rule on a profile that needs no cluster: `make check-profile` runs them in well under a
 second, and preflight runs the same ones before any GPU time. The batch rules are sizes.py's;
 these add the recipe's own: rollout TP within one node, sequence lengths against the rollout
-engine's limits, the profile's EXTRA_OVERRIDES, its NCCL transport values and its input pins.
+engine's limits, the profile's EXTRA_OVERRIDES (against the pinned verl's config where its
+checkout is at hand: verl_keys.py), its NCCL transport values and its input pins.
 """
 from __future__ import annotations
 
 import argparse
 import types
-from typing import List
+from pathlib import Path
+from typing import List, Optional
 
 from ..run import recipe
 from ..run.findings import (Check, Finding, finding, print_findings, run_checks,
                             verdict)
 from ..run.profile import PINS, Profile
-from . import sizes
+from . import sizes, verl_keys
 
 
 def _obj(profile: Profile) -> str:
@@ -35,10 +37,13 @@ def check_rollout_lengths(profile: Profile) -> List[Finding]:
     return []
 
 
-def check_extra_overrides(profile: Profile) -> List[Finding]:
-    _, problems = recipe.parse(profile.EXTRA_OVERRIDES)
-    return [finding(ident, _obj(profile), f"EXTRA_OVERRIDES {word!r}: {why}", override=word)
-            for ident, word, why in problems]
+def check_extra_overrides(profile: Profile, verl_root: Optional[Path] = None) -> List[Finding]:
+    """The bundle's own rules on each override, then the keys against the pinned verl's config
+    (verl_root: its checkout; None where there is none, e.g. check-profile without a volume)."""
+    accepted, problems = recipe.parse(profile.EXTRA_OVERRIDES)
+    found = [finding(ident, _obj(profile), f"EXTRA_OVERRIDES {word!r}: {why}", override=word)
+             for ident, word, why in problems]
+    return found + verl_keys.check_override_keys(profile, [w for _, w in accepted], verl_root)
 
 
 def check_nccl_values(profile: Profile) -> List[Finding]:
@@ -53,6 +58,10 @@ def check_nccl_values(profile: Profile) -> List[Finding]:
 
 def check_input_pins(profile: Profile) -> List[Finding]:
     missing = [key for key in PINS if not profile.pinned(key)]
+    if profile.REWARD_FILE and not profile.pinned("REWARD_SHA256"):
+        missing.append("REWARD_SHA256")
+    if profile.DATA_CONVERTER and not profile.pinned("DATA_CONVERTER_SHA256"):
+        missing.append("DATA_CONVERTER_SHA256")
     return [finding("INP-E070", _obj(profile), f"{', '.join(missing)} not pinned yet",
                     missing=missing)] if missing else []
 
@@ -64,7 +73,7 @@ def _on(rule):
 # Preflight runs these after batch-sizes (which holds the rollout TP rules); check-profile runs them all.
 RULES = [
     Check("rollout-lengths", _on(check_rollout_lengths)),
-    Check("extra-overrides", _on(check_extra_overrides)),
+    Check("extra-overrides", lambda ctx: check_extra_overrides(ctx.profile, ctx.verl_root)),
     Check("nccl-values", _on(check_nccl_values)),
 ]
 PROFILE_CHECKS = [Check("batch-sizes", _on(sizes.check_batch_sizes)), *RULES,
@@ -75,6 +84,8 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
     """check-profile: every rule that needs no cluster; exit 0 passed, 1 a rule failed."""
     print(f"check-profile: {profile.PROFILE_NAME} ({profile.path}): {profile.NODES} nodes x "
           f"{profile.GPUS_PER_NODE} GPUs, world size {profile.world_size}", flush=True)
-    results = run_checks("check-profile", PROFILE_CHECKS, types.SimpleNamespace(profile=profile))
+    verl_root = args.verl_root or (profile.verl_root(args.storage_root) if args.storage_root else None)
+    ctx = types.SimpleNamespace(profile=profile, verl_root=verl_root)
+    results = run_checks("check-profile", PROFILE_CHECKS, ctx)
     print_findings(results)
     return verdict("check-profile", results)

@@ -19,15 +19,15 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from . import attempt
 from ..run.findings import UsageError
-from ..run.profile import Profile, load_profile
+from ..run.profile import NAME, Profile, load_profile
 from ..run.runpaths import run_dir
 
 PROG = "run-two-worker-grpo-v1"
-RUN_ID_FORM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+RUN_ID_FORM = NAME  # the one RUN_ID rule (run/profile.py): no control character, no trailing newline
 MAX_RUN_ID = 128
-ROOT_FORM = re.compile(r"^/[A-Za-z0-9/._-]*$")
-WHOLE = re.compile(r"^[1-9][0-9]{0,8}$")
-SECONDS = re.compile(r"^[0-9]{1,6}(\.[0-9]{1,3})?$")
+ROOT_FORM = re.compile(r"^/[A-Za-z0-9/._-]*\Z")  # \Z: $ would allow a trailing newline
+WHOLE = re.compile(r"^[1-9][0-9]{0,8}\Z")
+SECONDS = re.compile(r"^[0-9]{1,6}(\.[0-9]{1,3})?\Z")
 MAX_PROBE_TIMEOUT = 86400.0
 DEFAULT_PROBE_TIMEOUT = "120"
 DEFAULT_KILL_GRACE = "10"
@@ -68,7 +68,7 @@ def variable_problems(env: Mapping[str, str]) -> List[str]:
         problems.append(f"(LAUNCH-E015) RUN_ID is {len(run_id)} characters long; at most "
                         f"{MAX_RUN_ID} are allowed — set a shorter RUN_ID")
     elif not RUN_ID_FORM.match(run_id):
-        problems.append(f"(LAUNCH-E004) RUN_ID '{run_id}' must match {RUN_ID_FORM.pattern} — use "
+        problems.append(f"(LAUNCH-E004) RUN_ID '{run_id}' must match [A-Za-z0-9][A-Za-z0-9._-]* — use "
                         "letters, digits, '.', '_' and '-'")
     save_freq = env.get("SAVE_FREQ", "")
     if save_freq and not WHOLE.match(save_freq):

@@ -31,10 +31,12 @@ from ..run.records import write_json
 
 # Checkpoint frequency may differ between the runs of a chain; every other value may not.
 MAY_DIFFER = {"SAVE_FREQ"}
-# The values that pin what the run reads (SHA256SUMS hashes of model and data, verl's commit).
+# The values that pin what the run reads (SHA256SUMS hashes of model and data, verl's commit,
+# the reward function's file, the data's converter).
 INPUT_PINS = ("VERL_COMMIT", "VERL_SUMS_SHA256", "MODEL_HUB", "MODEL_ID", "MODEL_REVISION", "MODEL_SUMS_SHA256",
               "MODEL_WEIGHTS", "DATASET_HUB", "DATASET_ID", "DATASET_REVISION", "DATASET_VARIANT",
-              "DATA_SUMS_SHA256", "TRAIN_ROWS", "TEST_ROWS")
+              "DATA_SUMS_SHA256", "TRAIN_ROWS", "TEST_ROWS", "REWARD_FILE", "REWARD_FUNCTION",
+              "REWARD_SHA256", "DATA_CONVERTER", "DATA_CONVERTER_SHA256")
 TRACKER = "latest_checkpointed_iteration.txt"
 MAX_RECORD_BYTES = 1 << 20      # run.json is a few KiB; a huge one is not ours
 MAX_CHAIN = 100

@@ -116,7 +116,8 @@ def _continued_steps(ctx, step: int) -> List[Finding]:
     if metric != want:
         found.append(mismatch("POST-E062", "training.log", "training steps (step:N lines)",
                               f"{step + 1}..{ctx.steps}", metric or "none"))
-    scalars = tfevents.load_scalars(ctx.run_dir / "tensorboard")
+    scalars = ctx.scalars() if hasattr(ctx, "scalars") else \
+        tfevents.load_scalars(ctx.run_dir / "tensorboard")
     logged = sorted(scalars.values.get("training/global_step", {}))
     if logged != want:
         found.append(mismatch("POST-E063", str(ctx.run_dir / "tensorboard"),

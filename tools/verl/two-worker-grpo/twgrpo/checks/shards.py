@@ -1,6 +1,7 @@
 """Checkpoint shards checked in parallel: worker processes bounded by cores and memory, the
 largest files first, and a big file's entries split across workers too (a 1-rank checkpoint is
-two files of 5 and 10 GB), with a progress line on a terminal and nothing extra when piped.
+two files of 5 and 10 GB), with a progress line on a terminal, rewritten in place, and in a job's
+log (not a terminal) a whole line every LOG_EVERY seconds once the check has run that long.
 
 Each file gets the same verdict as checkpoint.shard_problem gives it alone. A big file is
 checked in two steps: its layout and data.pkl (torchzip.check without CRCs), then its entries'
@@ -192,9 +193,13 @@ def _slices(spans: list) -> List[list]:
     return parts
 
 
+LOG_EVERY = 30.0  # seconds between progress lines in a log (a check shorter than this prints none)
+
+
 class Progress:
-    """One line on a terminal, rewritten at most twice a second: files and bytes done, rate,
-    time left. Nothing at all when the stream is not a terminal."""
+    """Files and bytes done, rate, time left: on a terminal one line rewritten at most twice a
+    second; elsewhere (a job's log) a whole line every LOG_EVERY seconds, the first after
+    LOG_EVERY seconds, and a last one at the end when any was printed."""
 
     def __init__(self, stream: TextIO, files: int, total: int) -> None:
         self.stream, self.files, self.total = stream, files, total
@@ -202,6 +207,7 @@ class Progress:
         self.done_files = self.done_bytes = 0
         self.started = self.shown = time.monotonic()
         self.width = 0
+        self.logged = 0
 
     def advance(self, files: int, nbytes: int) -> None:
         self.done_files += files
@@ -210,21 +216,34 @@ class Progress:
         if self.on and (now - self.shown >= 0.5 or self.done_files == self.files):
             self.shown = now
             self._show(now)
+        elif not self.on and now - self.shown >= LOG_EVERY:
+            self.shown = now
+            self._log(now)
 
-    def _show(self, now: float) -> None:
+    def _text(self, now: float) -> str:
         elapsed = max(now - self.started, 1e-6)
         rate = self.done_bytes / elapsed
         left = (self.total - self.done_bytes) / rate if rate else 0
-        text = (f"checkpoint: {self.done_files}/{self.files} files, {_gib(self.done_bytes)} of "
+        return (f"checkpoint: {self.done_files}/{self.files} files, {_gib(self.done_bytes)} of "
                 f"{_gib(self.total)} GiB, {rate / (1 << 20):.0f} MiB/s, {left:.0f} s left")
+
+    def _show(self, now: float) -> None:
+        text = self._text(now)
         self.stream.write("\r" + text.ljust(self.width))
         self.stream.flush()
         self.width = len(text)
+
+    def _log(self, now: float) -> None:
+        self.stream.write(f"{self._text(now)} ({now - self.started:.0f} s so far)\n")
+        self.stream.flush()
+        self.logged += 1
 
     def close(self) -> None:
         if self.on and self.width:
             self.stream.write("\r" + " " * self.width + "\r")
             self.stream.flush()
+        elif self.logged:
+            self._log(time.monotonic())
 
 
 def _gib(nbytes: int) -> str:

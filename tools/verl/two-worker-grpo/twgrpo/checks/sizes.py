@@ -47,6 +47,8 @@ def check_batch_sizes(profile: Profile) -> List[Finding]:
         found.append(finding("PRE-E004", obj,
                              f"ROLLOUT_TP {p.ROLLOUT_TP} does not divide the world size {world}",
                              mirrors="verl/workers/fsdp_workers.py _build_rollout"))
+    if not p.pinned("TRAIN_ROWS"):  # a new profile: pin-inputs measures the rows (INP-E070)
+        return found + check_rollout_layout(p)
     # Ours: verl's train dataloader drops the last partial batch, so a split with fewer full
     # batches (times TOTAL_EPOCHS) than TARGET_STEPS ends the run early.
     if p.TRAIN_ROWS // p.TRAIN_BATCH_SIZE * p.TOTAL_EPOCHS < p.TARGET_STEPS:
@@ -54,6 +56,15 @@ def check_batch_sizes(profile: Profile) -> List[Finding]:
                              f"TRAIN_ROWS {p.TRAIN_ROWS} hold {p.TRAIN_ROWS // p.TRAIN_BATCH_SIZE} "
                              f"full batches of {p.TRAIN_BATCH_SIZE} x TOTAL_EPOCHS "
                              f"{p.TOTAL_EPOCHS}, fewer than TARGET_STEPS {p.TARGET_STEPS}"))
+    # A TARGET_STEPS within the first epochs leaves the later ones unrun: TOTAL_EPOCHS then
+    # says more than the run does (one epoch cut short is the tutorial's own 2-step run).
+    batches = p.TRAIN_ROWS // p.TRAIN_BATCH_SIZE
+    if p.TOTAL_EPOCHS > 1 and p.TARGET_STEPS <= (p.TOTAL_EPOCHS - 1) * batches:
+        reached = -(-p.TARGET_STEPS // batches)
+        found.append(finding("PRE-W005", obj,
+                             f"TARGET_STEPS {p.TARGET_STEPS} ends in epoch {reached} of TOTAL_EPOCHS "
+                             f"{p.TOTAL_EPOCHS} ({batches} batches an epoch); TARGET_STEPS=auto "
+                             f"would be {p.TOTAL_EPOCHS * batches}", epochs_reached=reached))
     return found + check_rollout_layout(p)
 
 

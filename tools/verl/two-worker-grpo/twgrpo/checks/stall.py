@@ -33,6 +33,7 @@ from ..run.findings import Finding, UsageError, finding
 from ..run.records import read_json, write_json
 from ..run.command import FLIGHT_RECORDER, flight_pipe_prefix
 from .stall_nodes import GPU_USE, bounded_output, cluster_evidence, request_dumps
+from ..run.runpaths import recorded_profile
 
 CHUNK = 1 << 20
 MAX_CHUNKS = 64  # read per poll: a burst of output is caught up within seconds
@@ -57,10 +58,11 @@ class StallClock:
     last_step: int = 0
     slowest: float = 0.0
     alive_at: float = 0.0  # the last sign of life that is not a step line (a checkpoint growing)
+    max_step: int = 0  # the run's last step (TARGET_STEPS); 0: any step counts
 
     def step(self, number: int, now: float) -> None:
-        if number <= self.last_step:
-            return
+        if number <= self.last_step or (self.max_step and number > self.max_step):
+            return  # an older line, or one beyond the run's range (a printed sample): no step
         if self.last_step:  # the first step's time holds model load: it does not set the pace
             self.slowest = max(self.slowest, (now - self.last_at) / (number - self.last_step))
         self.last_step, self.last_at = number, now
@@ -269,13 +271,22 @@ def stop(group: int, grace: float) -> None:
     os.killpg(group, signal.SIGKILL)  # this process is in the group: it ends here
 
 
+def max_step(run_dir: Path) -> int:
+    """The run's last step, from the profile its run.json recorded; 0 when it cannot be read."""
+    try:
+        return int(recorded_profile(Path(run_dir) / "run.json").TARGET_STEPS)
+    except (UsageError, ValueError, TypeError, AttributeError):
+        return 0
+
+
 def main(args: argparse.Namespace, profile) -> int:
     for name in ("first_step_seconds", "stall_factor", "stall_floor", "kill_grace"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
     if not args.run_dir.is_dir():
         raise UsageError(f"{args.run_dir} is not a run folder")
-    clock = StallClock(args.first_step_seconds, args.stall_factor, args.stall_floor, time.monotonic())
+    clock = StallClock(args.first_step_seconds, args.stall_factor, args.stall_floor, time.monotonic(),
+                       max_step=max_step(args.run_dir))
     return watch(args.run_dir, clock, args.poll, grace=args.kill_grace, cluster=not args.no_cluster)
 
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-from . import rayimport
+from . import isolated, rayimport
 
 NODE_SECONDS = 45.0
 STACKS_PER_NODE = 8
@@ -121,7 +121,7 @@ def cluster_evidence(pipe_prefix: str, seconds: float = NODE_SECONDS) -> Dict[st
                      logging_level="ERROR")
             import twgrpo
             ray.cloudpickle.register_pickle_by_value(twgrpo)
-            remote = ray.remote(num_cpus=0, max_retries=0)(node_evidence)
+            remote = ray.remote(num_cpus=0, max_retries=0)(isolated.task(ray, node_evidence))
             pending = {}
             for node in ray.nodes():
                 if node.get("Alive"):

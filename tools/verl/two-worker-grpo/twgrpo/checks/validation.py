@@ -28,7 +28,7 @@ def check_validation(ctx) -> List[Finding]:
                                       "validation (TEST_FREQ=-1, VAL_BEFORE_TRAIN=false)"}
         return []
     folder = ctx.run_dir / "tensorboard"
-    scalars = tfevents.load_scalars(folder)
+    scalars = ctx.scalars() if hasattr(ctx, "scalars") else tfevents.load_scalars(folder)
     if not scalars.files:
         raise Skip("no TensorBoard event file (tensorboard-scalars says so)")
     tags = sorted(t for t in scalars.values if t.startswith(CORE))

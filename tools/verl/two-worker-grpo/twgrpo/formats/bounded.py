@@ -76,6 +76,21 @@ def regular(path: Path) -> os.stat_result:
     return info
 
 
+def first_names(folder: Path, prefix: str, most: int) -> List[str]:
+    """first_entries's names alone (no path object for each of a folder's many files)."""
+    found: List[str] = []
+    try:
+        with os.scandir(folder) as listing:
+            for entry in listing:
+                if entry.name.startswith(prefix):
+                    found.append(entry.name)
+                    if len(found) >= most:
+                        break
+    except OSError:
+        return []
+    return found
+
+
 def first_entries(folder: Path, prefix: str, most: int) -> List[Path]:
     """At most `most` entries of a folder whose names start with prefix, in the order the folder
     lists them: a folder of millions of files costs `most` entries, never a sorted list of all."""
@@ -164,7 +179,7 @@ def cost(data: bytes) -> int:
     return 3 * len(data) + 200 * containers + 56 * values
 
 
-def _int(text: str) -> int:
+def parse_int(text: str) -> int:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
         raise ValueError(f"an integer of {len(text.lstrip('-'))} digits (at most "
                          f"{MAX_INT_DIGITS} are read)")
@@ -185,7 +200,7 @@ def loads(data: Union[bytes, str], max_depth: int = MAX_DEPTH, memory: int = MEM
     if levels < 0:
         raise ValueError("its brackets do not pair up")
     text = data if isinstance(data, str) else data.decode("utf-8")
-    return json.loads(text, parse_int=_int)
+    return json.loads(text, parse_int=parse_int)
 
 
 def read_json(path: Path, limit: int = RECORD_LIMIT, memory: int = MEMORY) -> Any:

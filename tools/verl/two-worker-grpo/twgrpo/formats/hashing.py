@@ -18,8 +18,11 @@ CHUNK = 8 << 20
 class Progress:
     """Prints bytes hashed so far to stderr every few seconds, for large inputs only."""
 
-    def __init__(self, total: int, label: str, out: TextIO = sys.stderr, every: float = 2.0):
-        self.total, self.label, self.out, self.every = total, label, out, every
+    def __init__(self, total: int, label: str, out: Optional[TextIO] = None, every: float = 2.0):
+        # stderr looked up now, not at import: a default holding the stream would travel with
+        # this class when a Ray task ships the package by value, and a stream cannot
+        self.total, self.label, self.every = total, label, every
+        self.out = out if out is not None else sys.stderr
         self.done = 0
         self.lock = threading.Lock()
         self.started = self.last = time.monotonic()

@@ -36,6 +36,9 @@ class Footer:
     row_group_rows: List[int]
     columns: List[str]
     created_by: Optional[str]
+    # Every schema element below the root as a dotted path ("reward_model.ground_truth",
+    # "prompt.list.element.role"): nested fields, whatever a writer names its list levels.
+    paths: List[str] = dataclasses.field(default_factory=list)
 
 
 def read_footer(path: Union[str, Path]) -> Footer:
@@ -63,7 +66,29 @@ def read_footer(path: Union[str, Path]) -> Footer:
     groups = [g.get(3, 0) for g in meta.get(4, []) if isinstance(g, dict)]
     created = meta.get(6)
     return Footer(meta[3], groups, _top_level_names(meta[2]),
-                  created.decode("utf-8", "replace") if isinstance(created, bytes) else None)
+                  created.decode("utf-8", "replace") if isinstance(created, bytes) else None,
+                  _paths(meta[2]))
+
+
+def _paths(schema: List[Dict[int, Any]]) -> List[str]:
+    """Dotted paths of every element under the root, in schema (depth-first) order."""
+    paths: List[str] = []
+    stack: List[Tuple[str, int]] = []  # (path of an open group, children still to come)
+    for element in schema[1:]:
+        if not isinstance(element, dict):
+            raise ParquetError("a schema element is not a struct")
+        while stack and stack[-1][1] == 0:
+            stack.pop()
+        name = element.get(4, b"")
+        name = name.decode("utf-8", "replace") if isinstance(name, bytes) else ""
+        path = f"{stack[-1][0]}.{name}" if stack else name
+        if stack:
+            stack[-1] = (stack[-1][0], stack[-1][1] - 1)
+        paths.append(path)
+        children = element.get(5, 0) or 0
+        if children:
+            stack.append((path, children))
+    return paths
 
 
 def _top_level_names(schema: List[Dict[int, Any]]) -> List[str]:

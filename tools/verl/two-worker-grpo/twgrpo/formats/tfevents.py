@@ -1,7 +1,5 @@
-"""TensorBoard event files without tensorboard: TFRecord framing, CRC-32C, Event protobufs.
-
-A record is: uint64 length, uint32 masked CRC-32C of the length bytes, the data, uint32
-masked CRC-32C of the data. CRC-32C is the Castagnoli polynomial, not zlib's crc32.
+"""TensorBoard event files without tensorboard: Event protobufs and their scalars, from the
+records tfrecord.py frames and checks.
 """
 from __future__ import annotations
 
@@ -13,76 +11,11 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .crc32c import crc32c
-from .lines import open_regular
 from .thrift import read_varint
+from .tfrecord import MAX_RECORD, Problem, masked_crc, read_records
 
-def masked_crc(data: bytes) -> int:
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-@dataclasses.dataclass
-class Problem:
-    kind: str  # "truncated" (end of a file cut short) or "crc" (damaged record)
-    path: str
-    record: int
-    offset: int
-    message: str
-
-
-MAX_RECORD = 16 << 20  # larger records (images, graphs) are stepped over, not read
-MAX_LENGTH = 1 << 32  # no writer makes a record this long: a larger length field is damage
-
-
-def read_records(path: Path, problems: List[Problem]) -> Iterator[bytes]:
-    """Yield each record's data; a damaged record is skipped, a cut-off tail ends the file.
-    A length field must fit the file: memory is one record of at most MAX_RECORD bytes."""
-    with open_regular(path) as stream:
-        size = stream.seek(0, 2)
-        stream.seek(0)
-        index = 0
-        while True:
-            offset = stream.tell()
-            header = stream.read(12)
-            if not header:
-                return
-            if len(header) < 12:
-                problems.append(Problem("truncated", str(path), index, offset,
-                                        f"{len(header)} bytes of a record header, then end of file"))
-                return
-            length, length_crc = struct.unpack("<QI", header)
-            if masked_crc(header[:8]) != length_crc:
-                problems.append(Problem("crc", str(path), index, offset,
-                                        "the length's CRC does not match; the rest is unreadable"))
-                return
-            room = size - offset - 16
-            if length > room:
-                if length > MAX_LENGTH:
-                    problems.append(Problem("crc", str(path), index, offset,
-                                            f"length field {length} is impossible in a {size}-byte "
-                                            "file; the rest is unreadable"))
-                else:
-                    problems.append(Problem("truncated", str(path), index, offset,
-                                            f"record of {length} bytes cut off by end of file "
-                                            f"({max(room, 0)} bytes left)"))
-                return
-            if length > MAX_RECORD:  # not a scalar: step over it unread
-                stream.seek(length + 4, 1)
-                index += 1
-                continue
-            data = stream.read(length)
-            footer = stream.read(4)
-            if len(data) < length or len(footer) < 4:  # the file shrank while being read
-                problems.append(Problem("truncated", str(path), index, offset,
-                                        f"record of {length} bytes cut off by end of file"))
-                return
-            if masked_crc(data) != struct.unpack("<I", footer)[0]:
-                problems.append(Problem("crc", str(path), index, offset,
-                                        "the data's CRC does not match; record skipped"))
-            else:
-                yield data
-            index += 1
-
+__all__ = ["MAX_RECORD", "Problem", "Scalars", "crc32c", "load_scalars", "load_views",
+           "masked_crc", "read_records", "scalars_of_event"]
 
 def _fields(buf: bytes) -> Iterator[Tuple[int, int, object]]:
     """Protobuf wire format: (field number, wire type, raw value)."""
@@ -134,8 +67,58 @@ def _tensor_scalar(buf: bytes) -> Optional[float]:
     return None
 
 
+def _simple_event(data: bytes) -> Optional[Tuple[int, float, List[Tuple[str, float]]]]:
+    """scalars_of_event for the layout TensorBoard's writers give a scalar event (wall time,
+    step, then a summary of {tag, simple_value} values, each value's length under 128, the
+    summary's under 16 KiB), read by position; None for any other layout, which the general
+    reader then takes."""
+    try:
+        if data[0] != 0x09 or data[9] != 0x10:
+            return None
+        wall = struct.unpack_from("<d", data, 1)[0]
+        pos, step, shift = 10, 0, 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            step |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+            shift += 7
+            if shift > 63:
+                return None
+        step = step if step < 1 << 63 else step - (1 << 64)
+        end = len(data)
+        if pos == end:
+            return step, wall, []
+        if data[pos] != 0x2A:
+            return None
+        size, pos = data[pos + 1], pos + 2
+        if size >= 0x80:  # a summary of several values: a two-byte length
+            size, pos = (size & 0x7F) | data[pos] << 7, pos + 1
+            if size >= 1 << 14 or size < 0x80:
+                return None
+        if pos + size != end:
+            return None
+        found = []
+        while pos < end:
+            item, tag_length = data[pos + 1], data[pos + 3]
+            tag_end = pos + 4 + tag_length
+            if data[pos] != 0x0A or data[pos + 2] != 0x0A or item >= 0x80 or tag_length >= 0x80 \
+                    or tag_end + 5 != pos + 2 + item or data[tag_end] != 0x15:
+                return None
+            found.append((data[pos + 4:tag_end].decode("utf-8", "replace"),
+                          struct.unpack_from("<f", data, tag_end + 1)[0]))
+            pos = tag_end + 5
+        return step, wall, found
+    except (IndexError, struct.error):
+        return None
+
+
 def scalars_of_event(data: bytes) -> Tuple[int, float, List[Tuple[str, float]]]:
     """(step, wall time, [(tag, value)]) of one Event record."""
+    simple = _simple_event(data)
+    if simple is not None:
+        return simple
     step, wall, found = 0, 0.0, []
     for number, _, value in _fields(data):
         if number == 1:
@@ -179,6 +162,8 @@ PROBLEM_SAMPLES = 20
 MAX_VALUES = 200_000  # (tag, step) values held in all; each tag is thinned to its share
 MIN_PER_TAG = 32  # a tag's share never falls below this (MAX_TAGS x 32 < MAX_VALUES)
 MAX_TAGS = 4096
+BUCKETS = 240  # a charted tag's envelope: at most this many step buckets, each its min and max
+ENVELOPE_TAGS = 256  # tags given an envelope (the first seen); a report charts fewer
 
 
 @dataclasses.dataclass
@@ -194,6 +179,27 @@ class Scalars:
     stride: Dict[str, int] = dataclasses.field(default_factory=dict)  # tag -> steps kept: k*stride
     # tag -> (first step, value) of a NaN or inf write, for every tag, kept or not (MAX_TAGS)
     nonfinite: Dict[str, Tuple[int, float]] = dataclasses.field(default_factory=dict)
+    # With envelopes on (charts): tag -> bucket -> [step of min, min, step of max, max] over
+    # every finite value, thinned or not; a bucket is width[tag] steps, doubled as needed.
+    envelope: Optional[Dict[str, Dict[int, List]]] = None
+    width: Dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def drawn(self, tag: str) -> List[Tuple[int, float]]:
+        """A tag's points for a chart: each bucket's lowest and highest value at their steps
+        (min/max per pixel, from every value read), then the last step; without an envelope,
+        the values held."""
+        buckets = (self.envelope or {}).get(tag)
+        # One step a bucket (a short run): each step's last write, exactly, as a rewrite wins.
+        if not buckets or (self.width.get(tag, 1) == 1 and self.stride.get(tag, 1) == 1):
+            return sorted(self.values.get(tag, {}).items())
+        points = set()
+        for low_step, low, high_step, high in buckets.values():
+            points.add((low_step, low))
+            points.add((high_step, high))
+        last = self.last.get(tag)
+        if last is not None and last in self.values.get(tag, {}):
+            points = {p for p in points if p[0] != last} | {(last, self.values[tag][last])}
+        return sorted(points)
 
     def at(self, tag: str, step: int) -> Optional[float]:
         return self.values.get(tag, {}).get(step)
@@ -202,55 +208,78 @@ class Scalars:
         return self.last.get(tag)
 
 
+View = Tuple[Optional[Iterable[str]], Optional[int]]  # (keep, keep_step) of load_scalars
+
+
 def load_scalars(folder: Path, keep: Optional[Iterable[str]] = None,
                  keep_step: Optional[int] = None) -> Scalars:
     """Scalars of every event file under folder; with ``keep``, values of those tags only.
     Memory is bounded: each tag keeps the steps that are multiples of its stride, the stride
     doubling whenever the tag holds more than its share of MAX_VALUES, so a tag's series covers
     the whole run; its last step and keep_step are always held."""
+    return load_views(folder, [(keep, keep_step)])[0]
+
+
+def load_views(folder: Path, views: List[View], envelopes: bool = False) -> List[Scalars]:
+    """load_scalars for several (keep, keep_step) views in one pass: each record is read,
+    CRC-checked and decoded once, and its values go to every view (postflight's checks).
+    envelopes: each view also keeps every tag's min and max per step bucket (Scalars.drawn)."""
     files = sorted(folder.rglob("events.out.tfevents.*"), key=_file_order)
-    scalars = Scalars(files, {}, Problems())
-    wanted = set(keep) if keep is not None else None
-    latest: Dict[str, Tuple[int, float]] = {}
+    problems = Problems()
+    tags: Set[str] = set()
+    nonfinite: Dict[str, Tuple[int, float]] = {}  # every tag's, whatever a view keeps: shared
+    loads = [(Scalars(files, {}, problems, tags=tags, nonfinite=nonfinite,
+                      envelope={} if envelopes else None),
+              set(keep) if keep is not None else None, keep_step, {}) for keep, keep_step in views]
     for path in files:
         try:
-            for index, record in enumerate(read_records(path, scalars.problems)):
+            for index, record in enumerate(read_records(path, problems)):
                 try:
                     step, _, found = scalars_of_event(record)
                 except (ValueError, struct.error) as exc:  # ThriftError is a ValueError
-                    scalars.problems.append(Problem("crc", str(path), index, -1,
-                                                    f"record does not decode: {exc}"))
+                    problems.append(Problem("crc", str(path), index, -1,
+                                            f"record does not decode: {exc}"))
                     continue
                 for tag, value in found:
-                    if _hold(scalars, tag, step, value, wanted, keep_step) and \
-                            step >= latest.get(tag, (step,))[0]:
-                        latest[tag] = (step, value)
+                    _seen(tags, nonfinite, tag, step, value)
+                    for scalars, wanted, keep_step, latest in loads:
+                        if (wanted is None or tag in wanted) and \
+                                _hold(scalars, tag, step, value, keep_step) and \
+                                step >= latest.get(tag, (step,))[0]:
+                            latest[tag] = (step, value)
         except OSError as exc:  # a FIFO, a device, a read error
-            scalars.problems.append(Problem("crc", str(path), 0, -1, f"unreadable: {exc.strerror or exc}"))
-    for tag, (step, value) in latest.items():  # the chart and the summary end at the last step
-        if step not in scalars.values[tag]:
-            scalars.held += 1
-        scalars.values[tag][step] = value
-    return scalars
+            problems.append(Problem("crc", str(path), 0, -1, f"unreadable: {exc.strerror or exc}"))
+    for scalars, _, _, latest in loads:
+        for tag, (step, value) in latest.items():  # the chart and the summary end at the last step
+            if step not in scalars.values[tag]:
+                scalars.held += 1
+            scalars.values[tag][step] = value
+    return [scalars for scalars, _, _, _ in loads]
 
 
-def _hold(scalars: Scalars, tag: str, step: int, value: float, wanted: Optional[Set[str]],
-          keep_step: Optional[int]) -> bool:
-    """Hold one value if its tag is held; True when the tag is held at all."""
-    if len(scalars.tags) < MAX_TAGS:
-        scalars.tags.add(tag)
-    if not math.isfinite(value) and (tag in scalars.nonfinite or len(scalars.nonfinite) < MAX_TAGS):
-        if tag not in scalars.nonfinite or step < scalars.nonfinite[tag][0]:
-            scalars.nonfinite[tag] = (step, value)
-    if wanted is not None and tag not in wanted:
-        return False
+def _seen(tags: Set[str], nonfinite: Dict[str, Tuple[int, float]], tag: str, step: int,
+          value: float) -> None:
+    """Every value, whatever a view keeps: its tag (up to MAX_TAGS), its first NaN or inf."""
+    if tag not in tags and len(tags) < MAX_TAGS:
+        tags.add(tag)
+    if not math.isfinite(value) and (tag in nonfinite or len(nonfinite) < MAX_TAGS):
+        if tag not in nonfinite or step < nonfinite[tag][0]:
+            nonfinite[tag] = (step, value)
+
+
+def _hold(scalars: Scalars, tag: str, step: int, value: float, keep_step: Optional[int]) -> bool:
+    """Hold one value of a tag the view keeps; True when the tag is held at all."""
+    if scalars.envelope is not None and math.isfinite(value):
+        _envelop(scalars, tag, step, value)
     series = scalars.values.get(tag)
     if series is None:
         if len(scalars.values) >= MAX_TAGS:
             scalars.dropped += 1
             return False
         series = scalars.values[tag] = {}
-    scalars.last[tag] = max(scalars.last.get(tag, step), step)
+    last = scalars.last.get(tag)
+    if last is None or step > last:
+        scalars.last[tag] = step
     stride = scalars.stride.get(tag, 1)
     if step in series:
         series[step] = value  # the last write of a step wins
@@ -262,6 +291,39 @@ def _hold(scalars: Scalars, tag: str, step: int, value: float, wanted: Optional[
     else:
         scalars.thinned += 1
     return True
+
+
+def _envelop(scalars: Scalars, tag: str, step: int, value: float) -> None:
+    """Widen the tag's bucket of this step to hold value; past BUCKETS buckets, the width
+    doubles and neighbouring buckets merge (a run of any length keeps BUCKETS at most)."""
+    buckets = scalars.envelope.get(tag)
+    if buckets is None:
+        if len(scalars.envelope) >= ENVELOPE_TAGS:
+            return
+        buckets = scalars.envelope[tag] = {}
+    width = scalars.width.get(tag, 1)
+    cell = buckets.get(step // width)
+    if cell is None:
+        buckets[step // width] = [step, value, step, value]
+        while len(buckets) > BUCKETS:
+            width *= 2
+            merged: Dict[int, List] = {}
+            for index, (low_step, low, high_step, high) in buckets.items():
+                into = merged.get(index // 2)
+                if into is None:
+                    merged[index // 2] = [low_step, low, high_step, high]
+                    continue
+                if low < into[1]:
+                    into[0], into[1] = low_step, low
+                if high > into[3]:
+                    into[2], into[3] = high_step, high
+            buckets = scalars.envelope[tag] = merged
+            scalars.width[tag] = width
+        return
+    if value < cell[1]:
+        cell[0], cell[1] = step, value
+    if value > cell[3]:
+        cell[2], cell[3] = step, value
 
 
 def _thin(scalars: Scalars, tag: str, series: Dict[int, float], stride: int,

@@ -14,7 +14,7 @@ from .causes import classify
 
 FATAL_SAMPLES = 20
 CAUSE_SAMPLES = 5  # per cause
-KEEP = 100_000  # evidence items one scan holds; a real 512-rank log needs a few ten thousand
+KEEP = 100_000  # evidence items one scan holds unless told (postflight: the run's budget, run/budget.py)
 
 ANSI = re.compile(r"\x1b\[[0-9;]{0,32}[A-Za-z]")
 # (TaskRunner pid=3773) / (WorkerDict pid=N, ip=10.0.0.2) / (pid=N): Ray's actor prefixes.
@@ -131,12 +131,17 @@ class LogScan:
     # cause, and how many lines named each cause
     causes: List[Tuple[int, str, Dict[str, str], str]] = dataclasses.field(default_factory=list)
     cause_counts: Dict[str, int] = dataclasses.field(default_factory=dict)
-    kept: int = 0  # evidence items held (init events, transport, Gloo, steps), at most KEEP
-    dropped: int = 0  # evidence items past KEEP, counted but not held
+    kept: int = 0  # evidence items held (init events, transport, Gloo, steps), at most keep
+    dropped: int = 0  # evidence items past keep, counted but not held
+    keep: Optional[int] = dataclasses.field(default=None, compare=False)  # None: KEEP
+
+    @property
+    def most(self) -> int:
+        return self.keep or KEEP
 
     def room(self) -> bool:
         """Whether one more evidence item may be held; memory stays bounded on any log."""
-        if self.kept < KEEP:
+        if self.kept < self.most:
             self.kept += 1
             return True
         self.dropped += 1

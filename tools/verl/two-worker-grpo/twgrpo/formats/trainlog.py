@@ -127,10 +127,12 @@ def _skip_line(stream, stop: Optional[int] = None) -> int:
         skipped += len(data)
 
 
-def scan_range(path: str, begin: int, end: int, max_line: Optional[int] = None) -> LogScan:
-    """Scan the lines that start in [begin, end) of the file; line numbers count from 1."""
+def scan_range(path: str, begin: int, end: int, max_line: Optional[int] = None,
+               keep: Optional[int] = None) -> LogScan:
+    """Scan the lines that start in [begin, end) of the file; line numbers count from 1. keep:
+    the evidence items held (default trainlines.KEEP), the rest counted as dropped."""
     max_line = max_line or MAX_LINE
-    scan = LogScan()
+    scan = LogScan(keep=keep)
     line = 1
 
     def take(block: bytes, offset: int, size: Optional[int] = None) -> None:
@@ -178,17 +180,19 @@ def scan_range(path: str, begin: int, end: int, max_line: Optional[int] = None) 
     return scan
 
 
-def scan_log(path: str, jobs: Optional[int] = None, max_line: Optional[int] = None) -> LogScan:
+def scan_log(path: str, jobs: Optional[int] = None, max_line: Optional[int] = None,
+             keep: Optional[int] = None) -> LogScan:
     size = os.path.getsize(path)
     jobs = jobs or min(os.cpu_count() or 1, 8)
     if size <= SEGMENT or jobs <= 1:
-        return scan_range(path, 0, size, max_line)
+        return scan_range(path, 0, size, max_line, keep)
     bounds = list(range(0, size, SEGMENT)) + [size]
     ranges = list(zip(bounds[:-1], bounds[1:]))
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         parts = list(pool.map(scan_range, [path] * len(ranges), [b for b, _ in ranges],
-                              [e for _, e in ranges], [max_line] * len(ranges)))
-    total = LogScan()
+                              [e for _, e in ranges], [max_line] * len(ranges),
+                              [keep] * len(ranges)))
+    total = LogScan(keep=keep)
     offset = 0
     for part in parts:  # renumber each segment's lines after the ones before it
         _shift(part, offset)

@@ -1,5 +1,5 @@
 """What people read: the run's view model, the self-contained HTML page and its SVG, the text
-summary of `make report`, and the `make runs` listing.
+summary of `make report`, the `make runs` listing, and `make compare` of runs (compare*.py).
 
 May import: formats/, run/, checks/ and other modules of report/.
 """

@@ -16,7 +16,7 @@ def steps_text(view, word: str = "GRPO steps") -> str:
     if lin is None or (not lin.parent and view.verdict.status == "SUCCESS"):
         return f"{target} {word}"
     if lin.trained is None:
-        trained = "no step trained here"
+        trained = f"no step of {target} trained here"
     else:
         first, last = lin.trained
         trained = f"{plural(last - first + 1, 'step')} of {target} trained here (steps {first}..{last})"

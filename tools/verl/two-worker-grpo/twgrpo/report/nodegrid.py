@@ -1,6 +1,8 @@
 """The topology of a large run (more than 4 nodes or 4 GPUs per node): one card per Ray node in a
-CSS grid that reflows with the window, so 1 to 64 nodes x 8 GPUs stay legible from 900 to 1400 px
-with nothing clipped and no line drawn across another node. Each card is a small inline SVG of
+CSS grid that reflows with the window, so up to MAX_CARDS nodes x 8 GPUs stay legible from 900 to
+1400 px with nothing clipped and no line drawn across another node. A larger run draws its
+outliers and the first of its usual nodes, and says how many it draws and what kinds of nodes
+(GPUs, ranks, transport) it has and how many of each. Each card is a small inline SVG of
 its GPUs with the rank on each; a GPU whose UUID another node reports too, or whose bus id two
 ranks of one node share, is marked as shared. Ranks are summarised per node; the full rank table
 is collapsed. A CPU-only node (no GPU in Ray) gets a card that says so.
@@ -8,7 +10,7 @@ is collapsed. A CPU-only node (no GPU in Ray) gets a card that says so.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Dict, List, Set
+from typing import Any, Dict, List, Set, Tuple
 
 from .svg import INK, LINE, MUTED, text
 
@@ -79,16 +81,64 @@ def _card_svg(gpus: List[Dict[str, Any]], mine: List[Dict[str, Any]], shared: Se
     return "".join(out)
 
 
+MAX_CARDS = 80  # cards drawn (64 nodes of 8 GPUs and a CPU-only head are all drawn); every node is in the summary table and in a group below the cards
+
+
+def by_node(workers: List[Dict[str, Any]], actors: List[Dict[str, Any]]) -> List[List[Dict[str, Any]]]:
+    """Each worker's ranks (by node id, or by hostname for a rank without one), in one pass."""
+    ids = {w.get("node_id"): i for i, w in enumerate(workers) if w.get("node_id")}
+    hosts = {w.get("hostname"): i for i, w in enumerate(workers)}
+    mine: List[List[Dict[str, Any]]] = [[] for _ in workers]
+    for actor in actors:
+        at = ids.get(actor.get("node_id")) if actor.get("node_id") else hosts.get(actor.get("hostname"))
+        if at is not None:
+            mine[at].append(actor)
+    return mine
+
+
+def _shape(worker: Dict[str, Any], mine: List[Dict[str, Any]]) -> Tuple[Any, ...]:
+    """What makes nodes alike: GPU count and models, ranks placed, NCCL transports."""
+    names = worker.get("gpu_names") if isinstance(worker.get("gpu_names"), list) else []
+    return (worker.get("gpu_count"), tuple(sorted({str(n) for n in names})), len(mine),
+            tuple(sorted({str(a.get("nccl_transport", "?")) for a in mine})))
+
+
+def _described(shape: Tuple[Any, ...]) -> str:
+    count, names, ranks, transports = shape
+    return (f"{count if isinstance(count, int) else '?'} GPU(s) {'/'.join(names) or ''}, "
+            f"{ranks} rank(s), NCCL {'/'.join(transports) or '—'}")
+
+
+def groups(workers: List[Dict[str, Any]], mine: List[List[Dict[str, Any]]]) -> Tuple[List[int], str]:
+    """(the workers to draw: outliers first, then the first of the usual kind, in node order,
+    at most MAX_CARDS; a sentence saying how many are drawn and what the nodes are like)."""
+    shapes = [_shape(w, m) for w, m in zip(workers, mine)]
+    counted = Counter(shapes).most_common()
+    usual = counted[0][0] if counted else None
+    outliers = [i for i, shape in enumerate(shapes) if shape != usual]
+    drawn = outliers[:MAX_CARDS // 2]
+    drawn += [i for i in range(len(workers)) if shapes[i] == usual][:MAX_CARDS - len(drawn)]
+    told = "; ".join(f"{count} node(s): {_described(shape)}" for shape, count in counted[:8])
+    more = f"; and {len(counted) - 8} more kinds" if len(counted) > 8 else ""
+    odd = (f" Outliers (unlike the {counted[0][1]} usual nodes): "
+           + ", ".join(str(workers[i].get("hostname", "?")) for i in outliers[:20])
+           + (f" and {len(outliers) - 20} more" if len(outliers) > 20 else "") + ".") if outliers else ""
+    head = (f"Drawn: {len(drawn)} of {len(workers)} nodes (outliers first); every node is in the "
+            "table below." if len(drawn) < len(workers) else f"Drawn: all {len(workers)} nodes.")
+    return sorted(drawn), f"{head} {told}{more}.{odd}"
+
+
 def cards(workers: List[Dict[str, Any]], details: List[Dict[str, Any]],
           actors: List[Dict[str, Any]], transport: str) -> str:
-    by_node = {d.get("node_id"): d for d in details if isinstance(d, dict)}
-    shared = shared_uuids(list(by_node.values()))
-    out = ['<div class="node-grid topology-grid">']
-    for worker in workers:
+    by_id = {d.get("node_id"): d for d in details if isinstance(d, dict)}
+    shared = shared_uuids(list(by_id.values()))
+    mine_of = by_node(workers, actors)
+    drawn, told = groups(workers, mine_of)
+    out = [f'<p class="sub node-groups">{text(told, 4000)}</p><div class="node-grid topology-grid">']
+    for at in drawn:
+        worker, mine = workers[at], mine_of[at]
         host = worker.get("hostname", "?")
-        mine = [a for a in actors if a.get("node_id") == worker.get("node_id")
-                or (not a.get("node_id") and a.get("hostname") == host)]
-        gpus = _gpus(worker, by_node.get(worker.get("node_id"), {}))
+        gpus = _gpus(worker, by_id.get(worker.get("node_id"), {}))
         role = "head" if worker.get("is_head") else "worker"
         kind = f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}" if gpus else "CPU only"
         ranks = _ranks([a["rank"] for a in mine if isinstance(a.get("rank"), int)])
@@ -104,10 +154,10 @@ def cards(workers: List[Dict[str, Any]], details: List[Dict[str, Any]],
 
 
 def ranks_summary(workers: List[Dict[str, Any]], actors: List[Dict[str, Any]]) -> str:
-    """One row per node (ranks as spans), for runs whose full rank table is long."""
+    """One row per node (ranks as spans), for runs whose full rank table is long; every node,
+    so the browser's find reaches any host of thousands."""
     rows = []
-    for worker in workers:
-        mine = [a for a in actors if a.get("node_id") == worker.get("node_id")]
+    for worker, mine in zip(workers, by_node(workers, actors)):
         devices = sorted({str(a.get("nccl_transport", "?")) for a in mine}) or ["—"]
         rows.append(f'<tr><td>{text(worker.get("hostname", "?"))}</td>'
                     f'<td>{text(worker.get("node_ip", "?"))}</td><td class="num">{len(mine)}</td>'

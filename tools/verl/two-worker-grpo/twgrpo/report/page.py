@@ -12,11 +12,13 @@ from typing import Any, Tuple
 from . import nodegrid, svg
 from ..run.humane import duration, number, size, topology, when
 from . import lineage_page
+from .reference import reference_line
 from .runview import KEY_SCALARS, RunView
 from .style import CSS
 from .svg import text
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+MAX_RANK_ROWS = 1024  # rows of the every-rank table; the per-node table holds all ranks
 
 
 def _phase_card(phase) -> str:
@@ -36,6 +38,18 @@ def _phase_card(phase) -> str:
             f'<div class="detail">{text(" · ".join(bits) or "no record")}</div></div>')
 
 
+def reward_text(p) -> str:
+    """The pinned reward function as recorded: file, function and the start of its hash."""
+    return (f"{p.get('REWARD_FILE')}: {p.get('REWARD_FUNCTION') or 'compute_score'} "
+            f"(sha256 {str(p.get('REWARD_SHA256') or 'not pinned')[:16]})")
+
+
+def data_text(p) -> str:
+    """The data's own converter as recorded: the script and the start of its hash."""
+    return (f"{p.get('DATASET_ID')} made by {p.get('DATA_CONVERTER')} "
+            f"(sha256 {str(p.get('DATA_CONVERTER_SHA256') or 'not pinned')[:16]})")
+
+
 def _facts(view: RunView) -> str:
     p, run = view.profile, view.run
     total = view.took()
@@ -46,10 +60,13 @@ def _facts(view: RunView) -> str:
                      f" x {p.get('ROLLOUT_N', '?')} responses · lr {number(_float(p.get('LEARNING_RATE')))}"),
         ("rollout", f"{p.get('ROLLOUT_ENGINE', '?')} · max {p.get('MAX_RESPONSE_LENGTH', '?')} "
                     "response tokens"),
+        *([("reward", reward_text(p))] if p.get("REWARD_FILE") else []),
+        *([("data", data_text(p))] if p.get("DATA_CONVERTER") else []),
         ("started", when(run.get("started_at"))),
         ("took", duration(total)),
         ("driver host", str(run.get("driver_host", "—"))),
         ("python", str(run.get("python", "—"))),
+        ("image", str(run.get("image", "not recorded (TWGRPO_IMAGE unset)"))),
         ("storage root", str(run.get("storage_root", "—"))),
     ]
     return '<div class="facts">' + "".join(
@@ -106,22 +123,26 @@ def _transport(view: RunView) -> Tuple[str, str]:
 
 
 def _ranks_table(view: RunView) -> str:
-    hosts = {w.get("node_id"): w.get("hostname") for w in view.workers}
+    hosts = {w.get("node_id"): w.get("hostname") for w in view.workers}  # rows are drawn in one pass
     rows = "".join(
         f'<tr><td>{text(a.get("rank"))}</td><td>{text(hosts.get(a.get("node_id"), a.get("hostname", "?")))}'
         f'</td><td>{text(a.get("node_ip", "?"))}</td><td>{text(a.get("pid", "?"))}</td>'
         f'<td>{text(a.get("cuda_dev", "?"))}</td><td>{text(a.get("nccl_transport", "?"))}</td>'
         f'<td>{"off" if a.get("rdma_disabled") else "on" if a.get("nccl_transport") == "IB" else "?"}'
-        '</td></tr>' for a in view.actors[:1024])
+        '</td></tr>' for a in view.actors[:MAX_RANK_ROWS])
     if not rows:
         return ""
-    return ("<table><tr><th>rank</th><th>host</th><th>IP</th><th>pid</th><th>CUDA device</th>"
+    cut = (f'<p class="sub">The first {MAX_RANK_ROWS} of {len(view.actors)} ranks; the table per '
+           "node above holds every rank.</p>" if len(view.actors) > MAX_RANK_ROWS else "")
+    return (cut + "<table><tr><th>rank</th><th>host</th><th>IP</th><th>pid</th><th>CUDA device</th>"
             "<th>NCCL</th><th>RDMA</th></tr>" + rows + "</table>")
 
 
-def _chart(tag: str, points, small: bool = False, resumed_at=None) -> str:
+def _chart(tag: str, points, small: bool = False, resumed_at=None, reference=None) -> str:
     last = f"step {points[-1][0]}: {number(points[-1][1])}" if points else "no points"
-    size_ = (240, 118, resumed_at) if small else (300, 150, resumed_at)
+    if reference:
+        last += f" · reference {number(reference[-1][1])}"
+    size_ = (240, 118, resumed_at, reference) if small else (300, 150, resumed_at, reference)
     return (f'<figure class="chart{" small" if small else ""}" data-tag="{text(tag)}"><figcaption>'
             f'<span class="tag">{text(tag)}</span><span class="last">{text(last)}</span></figcaption>'
             f"{svg.line_chart(points, *size_)}</figure>")
@@ -132,10 +153,12 @@ def _charts(view: RunView) -> str:
         return '<p class="sub">No TensorBoard scalars could be read (see the findings).</p>'
     key = [(t, p) for t, p in view.series if t in KEY_SCALARS]
     rest = [(t, p) for t, p in view.series if t not in KEY_SCALARS]
-    out = ["<h3>Key metrics</h3>", '<div class="charts">', *(_chart(t, p, False, view_resumed(view)) for t, p in key), "</div>"]
+    ref = view.reference[1] if view.reference else {}
+    out = [reference_line(view), "<h3>Key metrics</h3>", '<div class="charts">',
+           *(_chart(t, p, False, view_resumed(view), ref.get(t)) for t, p in key), "</div>"]
     if rest:
         out += [f"<h3>Every other scalar, A to Z ({len(rest)})</h3>", '<div class="charts small">',
-                *(_chart(t, p, True, view_resumed(view)) for t, p in rest), "</div>"]
+                *(_chart(t, p, True, view_resumed(view), ref.get(t)) for t, p in rest), "</div>"]
     if view.more_tags:
         out.append(f'<p class="sub">{len(view.more_tags)} more scalars are in TensorBoard: '
                    f'{text(", ".join(view.more_tags[:20]), 600)}</p>')

@@ -16,16 +16,17 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from ..formats import bounded
-from ..run import glance, typed
+from ..run import glance, heartbeat, typed
 from ..run.findings import UsageError
 from ..run.humane import duration, printable, when
 from ..run.profile import NAME as RUN_ID
-from . import lineage
+from . import lineage, runs_json
 from ..run.runpaths import run_dir
 from ..run.runverdict import latest_verdict
 
 TAIL = 256 << 10  # of driver.log searched for the last phases' lines (bytes.find, not parsed)
 WIDTHS = {"run_id": 128, "start": 23, "duration": 14, "profile": 40, "verdict": 48, "lineage": 96}
+BUNDLE = ("bundle_version", "bundle_sums_sha256")  # bundle-<12 hex>; before it was recorded: the sums
 HEADER = {"run_id": "RUN_ID", "start": "STARTED", "duration": "TOOK", "profile": "PROFILE",
           "verdict": "VERDICT", "lineage": "LINEAGE"}
 
@@ -63,10 +64,10 @@ def run_row(folder: Path) -> Dict[str, str]:
         return {"run_id": name, "start": "—", "sort": "~", "duration": "—", "profile": "?",
                 "verdict": f"UNREADABLE ({problem}: the folder cannot be listed)", "lineage": ""}
     try:
-        run = glance.fields(folder / "run.json", ("started_at", "profile.name"),
-                            {"started_at": typed.UTC, "profile.name": str})
+        run = glance.fields(folder / "run.json", ("started_at", "profile.name") + BUNDLE,
+                            {"started_at": typed.UTC, "profile.name": str, **dict.fromkeys(BUNDLE, str)})
     except (bounded.Unreadable, ValueError):
-        run = {"started_at": None, "profile.name": None}
+        run = dict.fromkeys(("started_at", "profile.name") + BUNDLE)
     start = typed.utc_time(run["started_at"])
     took: Optional[float] = lineage.lifetime(folder, run)  # to the last sign of life
     verdict = latest_verdict(folder, glance_status)
@@ -76,8 +77,12 @@ def run_row(folder: Path) -> Dict[str, str]:
             "sort": start.isoformat() if start else "~",
             "duration": duration(took) if took is not None else "—",
             "profile": run["profile.name"] if run["profile.name"] is not None else "?",
-            "verdict": verdict.status + _resumable(verdict) + (" (conflict)" if verdict.conflicts else ""),
-            "lineage": f"<- {parent[0]}@{parent[1]}" if parent else ""}
+            "verdict": verdict.status + _resumable(verdict) + (" (conflict)" if verdict.conflicts else "")
+            + "".join(f" ({f.id})" for f in verdict.findings)
+            + (" (RES-W051 heartbeat.json is no heartbeat)" if heartbeat.problem(folder) else ""),
+            "lineage": f"<- {parent[0]}@{parent[1]}" if parent else "",
+            "seconds": "" if took is None else f"{took:.0f}",  # runs_json.py: not in the table
+            "bundle": run["bundle_version"] or (run["bundle_sums_sha256"] or "")[:12]}
 
 
 def _resumable(verdict) -> str:
@@ -118,6 +123,8 @@ def main(args: argparse.Namespace) -> int:
     rows.sort(key=lambda r: (r["sort"], r["run_id"]))
     _children(rows)
     rows = [{key: _cut(row[key], WIDTHS.get(key, 64)) for key in row} for row in rows]
+    if getattr(args, "format", "text") == "json":
+        return runs_json.print_rows(rows)
     keys = list(HEADER)
     widths = {k: max(len(r[k]) for r in [HEADER, *rows]) for k in keys}
     for row in [HEADER, *rows]:

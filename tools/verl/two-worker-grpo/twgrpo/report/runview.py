@@ -14,27 +14,31 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..formats import bounded, tfevents
-from ..run import typed
+from ..run import budget, typed
 from ..run.findings import Finding, finding
 from ..run.humane import parse_time
 from ..checks.postflight import REQUIRED_SCALARS
-from ..run.runverdict import PHASE_RECORDS, Verdict, latest_verdict
+from ..run.runverdict import PHASE_RECORDS, Verdict, failed_fields, latest_verdict
 from . import lineage as lineage_view
+from .shardlist import checkpoint_shards
 from .timeline import Phase, phases_of
 
 KEY_SCALARS = REQUIRED_SCALARS + ("critic/rewards/mean", "response_length/mean", "actor/entropy",
                                   "actor/pg_clipfrac", "actor/ppo_kl", "perf/throughput",
                                   "timing_s/step")
 MAX_CHARTS = 96          # charts on the page; the rest are named, TensorBoard has them all
-MAX_POINTS = 240         # points per chart, evenly thinned, the last step always kept
+# A chart draws each tag's min and max in at most tfevents.BUCKETS step buckets (from every
+# value read, in the one pass over the event files), and its last step.
 MAX_SAMPLES = 4          # rollout rows shown per step
 MAX_SAMPLE_CHARS = 600   # characters of a prompt or response shown
-MAX_ROLLOUT_ROWS = 20000  # rows read per rollout file for its score summary
+MAX_ROLLOUT_ROWS = 20000  # rows read per rollout file for its score summary, or twice a step's
 MAX_FINDINGS = 200
-MAX_EVENT_BYTES = 512 << 20  # TensorBoard files read for charts, all files together
+BEFORE_TRAINING = ("resume", "inputs", "preflight")  # launcher phases that end before verl starts
 MAX_EVENT_FILES = 256    # event files charted; more are left to TensorBoard
-MAX_ROLLOUT_FILES = 100_000  # names in rollouts/ looked at for the first and last step
-MAX_SHARDS = 512         # checkpoint shard files listed
+# The rest is the run's own size times a budget per item (run/budget.py):
+EVENT_BYTES_BASE = 512 << 20  # TensorBoard files read for charts, all files together, ...
+EVENT_BYTES_PER_STEP = 8 << 10  # ... and per step (a step's scalars: 60 tags at ~60 bytes)
+ROLLOUT_NAMES_PER_STEP = 4  # names in rollouts/ looked at for the first and last step
 
 
 @dataclasses.dataclass
@@ -49,12 +53,13 @@ class RunView:
     records: Dict[str, Dict[str, Any]]
     workers: List[Dict[str, Any]]
     actors: List[Dict[str, Any]]
-    series: List[Tuple[str, List[Tuple[int, float]]]]
+    series: List[Tuple[str, List[Tuple[int, float]]]]  # charted points (min/max per pixel)
     more_tags: List[str]
     samples: Dict[int, Dict[str, Any]]
-    shards: List[Tuple[str, Optional[int], str]]
+    shards: List[Tuple[str, Optional[int], str]]  # one row per step and kind: (pattern, bytes, states)
     findings: List[Tuple[str, Finding]]  # (phase, finding), the report's own under "report"
     lineage: Optional[lineage_view.Lineage] = None
+    reference: Optional[Tuple[str, Dict[str, List[Tuple[int, float]]]]] = None  # reference.py
 
     def notes(self) -> List[str]:
         return expected_zeros(self)
@@ -84,14 +89,17 @@ class RunView:
 
 
 def _record(run_dir: Path, name: str, problems: List[Finding],
-            statuses: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, Any]:
+            statuses: Optional[Dict[str, Optional[str]]] = None,
+            size: budget.Size = budget.Size()) -> Dict[str, Any]:
     """A record held to its schema (run/typed.py): RPT-E002 if it cannot be read at all, one
     RPT-E020 naming the fields of the wrong type or range that the page leaves out. Its status
-    goes into statuses in runverdict.record_status's words (each record is parsed once)."""
+    goes into statuses in runverdict.record_status's words (each record is parsed once). Its
+    bytes, parse cost and items are held to the run's budget (size), not to constants."""
     wrong = typed.Problems()
     statuses = {} if statuses is None else statuses
     try:
-        record = typed.read_record(run_dir / name, typed.SCHEMAS[name], wrong)
+        record = typed.read_record(run_dir / name, typed.SCHEMAS[name], wrong, size.record_bytes,
+                                   size.record_memory, size.items)
     except bounded.Unreadable as exc:
         statuses[name] = None if str(exc) == "missing" else "unreadable"
         if str(exc) != "missing":
@@ -118,14 +126,13 @@ def _ordered_tags(tags: List[str]) -> List[str]:
     return key + sorted(t for t in tags if t not in key)
 
 
-def _thin(points: List[Tuple[int, float]]) -> List[Tuple[int, float]]:
-    if len(points) <= MAX_POINTS:
-        return points
-    stride = len(points) / (MAX_POINTS - 1)
-    return [points[int(i * stride)] for i in range(MAX_POINTS - 1)] + [points[-1]]
+def trained(run_dir: Path) -> bool:
+    """False when the run stopped before its training phase (FAILED names resume, inputs or
+    preflight): it has no scalars, rollouts or steps to show, and their absence is no finding."""
+    return (failed_fields(run_dir) or {}).get("phase") not in BEFORE_TRAINING
 
 
-def scalar_series(run_dir: Path, problems: List[Finding]):
+def scalar_series(run_dir: Path, problems: List[Finding], size: budget.Size = budget.Size()):
     folder = run_dir / "tensorboard"
     files, complete = bounded.files_under(folder, "events.out.tfevents.", MAX_EVENT_FILES + 1)
     if not complete:
@@ -133,7 +140,9 @@ def scalar_series(run_dir: Path, problems: List[Finding]):
                                 "files or too many other names: no charts; open TensorBoard"))
         return [], []
     if not files:
-        problems.append(finding("RPT-E005", "tensorboard/", "no events.out.tfevents.* file: no charts"))
+        if trained(run_dir):  # the launcher makes tensorboard/ before any phase: empty is expected
+            problems.append(finding("RPT-E005", "tensorboard/",
+                                    "no events.out.tfevents.* file: no charts"))
         return [], []
     total = 0
     for path in files:
@@ -142,11 +151,13 @@ def scalar_series(run_dir: Path, problems: List[Finding]):
         except bounded.Unreadable as exc:
             problems.append(finding("RPT-E005", str(path.relative_to(run_dir)), str(exc)))
             return [], []
-    if total > MAX_EVENT_BYTES:
+    most = EVENT_BYTES_BASE + EVENT_BYTES_PER_STEP * size.steps
+    if total > most:
         problems.append(finding("RPT-E005", "tensorboard/", f"{total} bytes of event files, more "
-                                f"than the {MAX_EVENT_BYTES} the report reads: open TensorBoard"))
+                                f"than the {most} the report reads for {size.steps} steps: open "
+                                "TensorBoard"))
         return [], []
-    scalars = tfevents.load_scalars(folder)
+    scalars = tfevents.load_views(folder, [(None, None)], envelopes=True)[0]
     for problem in scalars.problems[:5]:
         problems.append(finding("RPT-E005", f"{Path(problem.path).name} record {problem.record}",
                                 problem.message))
@@ -155,7 +166,7 @@ def scalar_series(run_dir: Path, problems: List[Finding]):
                                 f"read: their tags came after the first {len(scalars.values)}; "
                                 "TensorBoard has them all"))
     tags = _ordered_tags(list(scalars.values))
-    series = [(tag, _thin(sorted(scalars.values[tag].items()))) for tag in tags[:MAX_CHARTS]]
+    series = [(tag, scalars.drawn(tag)) for tag in tags[:MAX_CHARTS]]
     return series, tags[MAX_CHARTS:]
 
 
@@ -164,10 +175,10 @@ def _clip(value: Any) -> str:
     return text if len(text) <= MAX_SAMPLE_CHARS else text[:MAX_SAMPLE_CHARS] + " …"
 
 
-def rollout_file(path: Path) -> Dict[str, Any]:
+def rollout_file(path: Path, most: int = MAX_ROLLOUT_ROWS) -> Dict[str, Any]:
     """The first rows of a rollout file and a summary of its scores (bounded)."""
     rows, scores, bad = [], [], 0
-    for line in bounded.lines(path, MAX_ROLLOUT_ROWS, line_limit=256 << 10):
+    for line in bounded.lines(path, most, line_limit=256 << 10):
         if not line.strip():
             continue
         try:
@@ -189,50 +200,27 @@ def rollout_file(path: Path) -> Dict[str, Any]:
                        "zero": sum(1 for s in scores if s == 0)}}
 
 
-def rollout_samples(run_dir: Path, problems: List[Finding]) -> Dict[int, Dict[str, Any]]:
+def rollout_samples(run_dir: Path, problems: List[Finding],
+                    size: budget.Size = budget.Size()) -> Dict[int, Dict[str, Any]]:
     """Samples of the first and the last step that dumped rollouts."""
     folder = run_dir / "rollouts"
     steps = []
     if folder.is_dir():
-        for path in bounded.first_entries(folder, "", MAX_ROLLOUT_FILES):
-            if path.suffix == ".jsonl" and bounded.ascii_digits(path.stem) and len(path.stem) < 10:
-                steps.append(int(path.stem))
+        most = max(100_000, ROLLOUT_NAMES_PER_STEP * size.steps)
+        for name in bounded.first_names(folder, "", most):  # names, not paths: 100,000 of them
+            stem = name[:-6] if name.endswith(".jsonl") else ""
+            if bounded.ascii_digits(stem) and len(stem) < 10:
+                steps.append(int(stem))
     samples = {}
     for step in sorted({min(steps), max(steps)}) if steps else []:
         try:
-            samples[step] = rollout_file(folder / f"{step}.jsonl")
+            samples[step] = rollout_file(folder / f"{step}.jsonl",
+                                         max(MAX_ROLLOUT_ROWS, 2 * size.rows))
         except bounded.Unreadable as exc:
             problems.append(finding("RPT-E006", f"rollouts/{step}.jsonl", str(exc)))
-    if not steps:
+    if not steps and trained(run_dir):
         problems.append(finding("RPT-E006", "rollouts/", "no <step>.jsonl file: no samples"))
     return samples
-
-
-def checkpoint_shards(run_dir: Path, evidence: Dict[str, Any],
-                      problems: List[Finding]) -> List[Tuple[str, Optional[int], str]]:
-    """(path, bytes, state) per shard: verified by postflight, or only present on disk."""
-    verified = evidence.get("checkpoint", {}).get("shards", {})  # typed: Map(int)
-    shards = {str(k): (v, "verified") for k, v in list(verified.items())[:MAX_SHARDS]}
-    root = run_dir / "checkpoints"
-    seen = 0
-    for step_dir in bounded.first_entries(root, "global_step_", MAX_SHARDS):
-        for path in bounded.first_entries(step_dir / "actor", "", 8 * MAX_SHARDS):
-            if path.suffix != ".pt":
-                continue
-            if seen == MAX_SHARDS:
-                problems.append(finding("RPT-E022", "checkpoints/", f"more than {MAX_SHARDS} "
-                                        "shard files: the first found are listed"))
-                break
-            seen += 1
-            rel = str(path.relative_to(run_dir))
-            if rel not in shards:
-                try:
-                    shards[rel] = (bounded.regular(path).st_size, "not verified")
-                except bounded.Unreadable as exc:
-                    shards[rel] = (None, str(exc))
-        if problems and problems[-1].id == "RPT-E022":
-            break
-    return [(name, *shards[name]) for name in sorted(shards)[:MAX_SHARDS]]
 
 
 def collect_findings(records: Dict[str, Dict[str, Any]], own: List[Finding]):
@@ -266,30 +254,34 @@ def expected_zeros(view: RunView) -> List[str]:
 def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_name: str,
          run_json_problem: Optional[str]) -> RunView:
     problems: List[Finding] = []
+    size = budget.of_values(profile_values)  # every limit below is this run's budget
     if run_json_problem:
         problems.append(finding("RPT-E001", "run.json", f"{run_json_problem}; the report assumes "
                                 f"profile {profile_name}"))
     run = _record(run_dir, "run.json", problems) if not run_json_problem else {}
     statuses: Dict[str, Optional[str]] = {}
-    records = {phase: _record(run_dir, name, problems, statuses) for phase, name in PHASE_RECORDS}
+    records = {phase: _record(run_dir, name, problems, statuses, size)
+               for phase, name in PHASE_RECORDS}
     verdict = latest_verdict(run_dir, lambda _, name: statuses[name], whole=True)
     if os.path.lexists(run_dir / "resume.json"):  # the resume phase's record, for its card
-        records["resume"] = _record(run_dir, "resume.json", problems, {})
+        records["resume"] = _record(run_dir, "resume.json", problems, {}, size)
     if verdict.conflicts:
         problems += [finding("RPT-E004", "SUCCESS/FAILED", text) for text in verdict.conflicts]
     if verdict.status == "UNPROVEN":
         problems.append(finding("RPT-E010", run_id, verdict.summary))
+        problems += verdict.findings  # what it lacks, with the verdict's own id and hint
     if verdict.status == "INCOMPLETE" and not verdict.conflicts:
         problems.append(finding("RPT-E007", run_id, verdict.summary))
-    placement = _record(run_dir, "actor-placement.json", problems)
+    placement = _record(run_dir, "actor-placement.json", problems, None, size)
     workers = records["preflight"].get("workers", [])
     actors = placement.get("actors", [])
-    series, more = scalar_series(run_dir, problems)
+    series, more = scalar_series(run_dir, problems, size)
     evidence = records["postflight"].get("evidence", {})
     lin = None
     if run:  # a resumed run's charts start with its parents' steps (lineage.py)
         own = dict(series).get("training/global_step", [])
-        lin = lineage_view.lineage(run_dir, run, own[-1][0] if own else None)
+        last = own[-1][0] if own else (None if trained(run_dir) else 0)  # 0: no step trained
+        lin = lineage_view.lineage(run_dir, run, last)
         if lin.parent and not (run_dir.parent / lin.parent[0]).is_dir():
             problems.append(finding("RPT-E050", lin.parent[0], "the parent run is not beside "
                                     "this run: its steps are not drawn"))
@@ -298,8 +290,8 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
     return RunView(
         run_dir=run_dir, run_id=run_id, verdict=verdict, run=run, profile=profile_values,
         profile_name=profile_name, phases=phases_of(run_dir, records, problems), records=records,
-        workers=[w for w in workers if isinstance(w, dict)][:64] if isinstance(workers, list) else [],
-        actors=[a for a in actors if isinstance(a, dict)][:1024] if isinstance(actors, list) else [],
-        series=series, more_tags=more, samples=rollout_samples(run_dir, problems),
-        shards=checkpoint_shards(run_dir, evidence, problems),
+        workers=[w for w in workers if isinstance(w, dict)] if isinstance(workers, list) else [],
+        actors=[a for a in actors if isinstance(a, dict)] if isinstance(actors, list) else [],
+        series=series, more_tags=more, samples=rollout_samples(run_dir, problems, size),
+        shards=checkpoint_shards(run_dir, evidence, problems, size),
         findings=collect_findings(records, problems), lineage=lin)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from ..formats import bounded
-from . import lineage_page, page, runview
+from . import lineage_page, page, reference, runview
 from ..run.findings import UsageError, utc_now
 from ..run.humane import duration, number, printable, topology, when
 from ..run.profile import Profile
@@ -42,9 +42,17 @@ def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]
                  f"{topology(p.get('NODES'), p.get('GPUS_PER_NODE'), p.get('GPU_MODEL'))}, "
                  f"{lineage_page.steps_text(view, 'steps')}, rollout {p.get('ROLLOUT_ENGINE', '?')}, "
                  f"lr {number(_float(p.get('LEARNING_RATE')))}")
+    if p.get("REWARD_FILE"):
+        lines.append(f"  reward    {page.reward_text(p)}")
+    if p.get("DATA_CONVERTER"):
+        lines.append(f"  data      {page.data_text(p)}")
     lines.append(f"  started   {when(view.run.get('started_at'))} on {view.run.get('driver_host', '?')}, "
                  f"took {duration(view.took())}")
+    if view.run.get("image"):
+        lines.append(f"  image     {view.run['image']}")
     lines += lineage_page.summary_lines(view)
+    if view.reference:
+        lines.append(f"  reference {view.reference[0]} (drawn on every chart; make compare judges it)")
     phases = []
     for ph in view.phases:
         took = f" {duration(ph.seconds)}" if ph.seconds is not None else ""
@@ -98,6 +106,7 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
     run_id = run_id or run_dir.resolve().name  # --output-dir . names no run
     problem = None if getattr(args, "profile", None) else run_json_problem(run_dir)
     view = runview.load(run_dir, run_id, dict(profile.values), profile.PROFILE_NAME, problem)
+    view.findings += [("report", f) for f in reference.load(view, getattr(args, "reference", None))]
     target = Path(os.path.abspath(args.html if getattr(args, "html", None) else run_dir / REPORT_NAME))
     try:
         write_text(target, page.render(view, utc_now()))

@@ -13,6 +13,7 @@ from ..run.humane import number, plural
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
 INK, MUTED, GRID, LINE, OK, BAD = "#1f2933", "#616e7c", "#e4e7eb", "#2563eb", "#15803d", "#b91c1c"
+REF = "#ea580c"  # a reference run's series
 
 
 def text(value: Any, limit: int = 200) -> str:
@@ -38,11 +39,13 @@ def _labels(values: Sequence[float]) -> List[str]:
 
 
 def line_chart(points: Sequence[Tuple[int, float]], width: int = 300, height: int = 150,
-               resumed_at: Optional[int] = None) -> str:
+               resumed_at: Optional[int] = None,
+               reference: Optional[Sequence[Tuple[int, float]]] = None) -> str:
     """Steps on x, values on y, min and max gridlines labelled; non-finite points marked.
     With resumed_at, the steps up to it (a parent run's) are drawn dashed and grey, and a
-    line marks where this run resumed."""
+    line marks where this run resumed. A reference run's points are drawn dashed, in orange."""
     finite = [(s, v) for s, v in points if v == v and abs(v) != float("inf")]
+    others = [(s, v) for s, v in reference or () if v == v and abs(v) != float("inf")]
     left, right, top, bottom = 66, 12, 12, 28
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart-svg" viewBox="0 0 {width} '
            f'{height}" width="{width}" height="{height}" role="img" font-family="sans-serif">']
@@ -50,8 +53,8 @@ def line_chart(points: Sequence[Tuple[int, float]], width: int = 300, height: in
         out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle" fill="{BAD}" '
                    'font-size="12">no finite value</text></svg>')
         return "".join(out)
-    steps = [s for s, _ in points]
-    values = [v for _, v in finite]
+    steps = [s for s, _ in points] + [s for s, _ in others]
+    values = [v for _, v in finite + others]
     lo, hi = min(values), max(values)
     ticks = sorted({lo, hi})
     if lo == hi:  # a flat line sits in the middle, labelled with its value
@@ -76,6 +79,12 @@ def line_chart(points: Sequence[Tuple[int, float]], width: int = 300, height: in
     path = " ".join(f"{'M' if i == 0 else 'L'}{x(s):.1f},{y(v):.1f}" for i, (s, v) in enumerate(own))
     out.append(f'<path d="{path}" fill="none" stroke="{LINE}" stroke-width="2" '
                'stroke-linejoin="round"/>')
+    if others:  # on top, dashed: where the runs agree both still show
+        out.append(f'<path class="reference" d="{_path(others, x, y)}" fill="none" stroke="{REF}" '
+                   'stroke-width="2" stroke-dasharray="6 4"/>')
+        if len(others) <= 40:
+            out += [f'<circle cx="{x(s):.1f}" cy="{y(v):.1f}" r="2.4" fill="{REF}"><title>reference '
+                    f'step {s}: {text(number(v, 6))}</title></circle>' for s, v in others]
     if len(finite) <= 40:
         out += [f'<circle cx="{x(s):.1f}" cy="{y(v):.1f}" r="3.2" fill="{MUTED if (s, v) in inherited else LINE}">'
                 f'<title>step {s}: {text(number(v, 6))}{" (parent run)" if (s, v) in inherited else ""}'
@@ -179,3 +188,11 @@ def _resume_mark(px: float, top: int, base: int, inherited, x, y) -> str:
             f'stroke-dasharray="5 4"/><line class="resumed" x1="{px:.1f}" x2="{px:.1f}" y1="{top}" '
             f'y2="{base}" stroke="{MUTED}" stroke-dasharray="2 3"/><text x="{px + 3:.1f}" '
             f'y="{top + 9}" font-size="10" fill="{MUTED}">resumed</text>')
+
+
+def _path(points, x, y) -> str:
+    """An SVG path through the points; a lone point as a short tick so it shows."""
+    if len(points) == 1:
+        (s, v), = points
+        return f"M{x(s) - 4:.1f},{y(v):.1f}L{x(s) + 4:.1f},{y(v):.1f}"
+    return " ".join(f"{'M' if i == 0 else 'L'}{x(s):.1f},{y(v):.1f}" for i, (s, v) in enumerate(points))

@@ -33,9 +33,6 @@ FIXED_ENV = {
     "HYDRA_FULL_ERROR": "1",
 }
 
-# The tutorial's trainer.project_name, kept so the run is the tutorial's run.
-PROJECT_NAME = "verl_aistudio"
-
 # Reach the TaskRunner and every WorkerDict on every node: verl 0.6.0 drops keys that the
 # driver already has from its own runtime_env, and a shell export never leaves the driver.
 WORKER_ENV = ("NCCL_DEBUG", "NCCL_IB_DISABLE", "GLOO_LOG_LEVEL")
@@ -57,12 +54,22 @@ def nccl_env(profile: Profile) -> Dict[str, str]:
 
 
 def fixed_env(profile: Profile) -> Dict[str, str]:
-    """FIXED_ENV with the profile's NCCL transport and W&B mode (offline when LOGGERS has wandb)."""
+    """FIXED_ENV with the profile's NCCL transport and W&B settings (when LOGGERS has wandb)."""
     env = {k: v for k, v in FIXED_ENV.items() if k != "NCCL_IB_DISABLE"}
     env.update(nccl_env(profile))
-    if wandb(profile):
-        env["WANDB_MODE"] = "offline"
+    env.update(wandb_env(profile))
     return _ordered(env)
+
+
+def wandb_env(profile: Profile) -> Dict[str, str]:
+    """The profile's W&B mode and entity (the project is PROJECT_NAME, on the command). Never the
+    API key: online runs take it from the platform's secret, so no file the bundle writes holds it."""
+    if not wandb(profile):
+        return {}
+    env = {"WANDB_MODE": profile.WANDB_MODE}
+    if profile.WANDB_ENTITY:
+        env["WANDB_ENTITY"] = profile.WANDB_ENTITY
+    return env
 
 
 def _ordered(env: Dict[str, str]) -> Dict[str, str]:
@@ -105,7 +112,7 @@ def worker_env(profile: Profile, run: Path) -> Dict[str, str]:
     env.update({k: v for k, v in nccl.items() if k not in env})
     env.update(flight_recorder_env(run))
     if wandb(profile):
-        env.update({"WANDB_MODE": "offline", "WANDB_DIR": str(run / "wandb")})
+        env.update({**wandb_env(profile), "WANDB_DIR": str(run / "wandb")})
     return env
 
 def resume_overrides(storage_root: Path, run_id: str,
@@ -150,11 +157,21 @@ def runtime_env(profile: Profile, storage_root: Path, bundle_version: str = "") 
     return {"working_dir": verl, "excludes": ["/.git/", "/docs/", "/tests/"], "env_vars": env}
 
 
+def search_path(*parts: str) -> str:
+    """PATH-like text with each folder once, in first-seen order, and no empty entries."""
+    seen: List[str] = []
+    for part in parts:
+        for folder in part.split(":"):
+            if folder and folder not in seen:
+                seen.append(folder)
+    return ":".join(seen)
+
+
 def driver_environment(profile: Profile, storage_root: Path, run: Path,
                        pythonpath: str = "") -> Dict[str, str]:
     env = fixed_env(profile)
-    verl = str(profile.verl_root(storage_root))
-    env["PYTHONPATH"] = f"{verl}:{pythonpath}" if pythonpath else verl
+    # The pinned verl first; the RuntimeEnv's PYTHONPATH already names it (and the rollout folder).
+    env["PYTHONPATH"] = search_path(str(profile.verl_root(storage_root)), pythonpath)
     env["TENSORBOARD_DIR"] = str(run / "tensorboard")
     if wandb(profile):
         env["WANDB_DIR"] = str(run / "wandb")
@@ -212,10 +229,13 @@ def training_command(profile: Profile, storage_root: Path, run_id: str,
     if p.ATTN_IMPLEMENTATION:
         overrides.append("+actor_rollout_ref.model.override_config._attn_implementation="
                          f"{p.ATTN_IMPLEMENTATION}")
+    if p.REWARD_FILE:  # the pinned reward (the inputs phase checked its hash on every node)
+        overrides += [f"custom_reward_function.path={p.reward_path(storage_root)}",
+                      f"custom_reward_function.name={p.REWARD_FUNCTION}"]
     overrides += [
         f"trainer.logger=[{p.LOGGERS}]",
-        f"trainer.project_name={PROJECT_NAME}",
-        f"trainer.experiment_name={run_id}",
+        f"trainer.project_name={p.PROJECT_NAME}",
+        f"trainer.experiment_name={p.EXPERIMENT_NAME or run_id}",
         f"trainer.n_gpus_per_node={p.GPUS_PER_NODE}",
         f"trainer.nnodes={p.NODES}",
         f"trainer.val_before_train={p.VAL_BEFORE_TRAIN}",

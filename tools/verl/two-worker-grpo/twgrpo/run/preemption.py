@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ..formats import bounded
-from . import heartbeat
+from . import budget, heartbeat
 
 STOP_SIGNALS = ("TERM", "INT", "HUP", "KILL", "unknown")  # unknown: the watchdog saw the launcher die
 SHARDS = ("model", "optim", "extra_state")
@@ -120,7 +120,9 @@ def stop_of(run_dir: Path, failed: Optional[Dict[str, str]], has_success: bool,
 def _other_problems(run_dir: Path) -> int:
     """Findings of a postflight that judged this run as stopped, other than the stop itself."""
     try:
-        record = bounded.read_object(run_dir / "verification.json")
+        size = budget.of_run(run_dir)  # the run's record budget, as every reader's
+        record = bounded.read_object(run_dir / "verification.json", size.record_bytes,
+                                     size.record_memory)
     except bounded.Unreadable:
         return 0
     evidence = record.get("evidence")

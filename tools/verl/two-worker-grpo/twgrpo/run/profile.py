@@ -6,11 +6,12 @@ sees the same bytes the same way.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from .findings import UsageError
+from .findings import Finding, UsageError, finding
 
 BUNDLE_DIR = Path(__file__).resolve().parents[2]  # twgrpo/run/profile.py -> the bundle folder
 PROFILE_DIR = BUNDLE_DIR / "profiles"
@@ -18,8 +19,9 @@ DEFAULT_PROFILE = "tutorial-2x2-a100"
 
 SHA1 = re.compile(r"^[0-9a-f]{40}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# The one rule of RUN_IDs and profile names. \Z, not $: $ also matches before a final newline.
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
 BOOL = re.compile(r"^(true|false)$")
 NUMBER = re.compile(r"^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]{1,3})?$")  # a positive decimal
@@ -49,13 +51,15 @@ FIELDS: Dict[str, tuple] = {
     "DATASET_REVISION": (NAME, "dataset revision folder, also in dataset-manifest.json"),
     "DATASET_VARIANT": (NAME, "processed/<variant>/ folder of verl parquet"),
     "DATA_SUMS_SHA256": (SHA256, "sha256 of the data folder's SHA256SUMS"),
-    "TRAIN_ROWS": (POSITIVE, "rows in train.parquet"),
-    "TEST_ROWS": (POSITIVE, "rows in test.parquet"),
+    "TRAIN_ROWS": (POSITIVE, "rows in train.parquet (make pin-inputs measures it)"),
+    "TEST_ROWS": (POSITIVE, "rows in test.parquet (make pin-inputs measures it)"),
     "NODES": (POSITIVE, "Ray nodes"),
     "GPUS_PER_NODE": (POSITIVE, "GPUs on each Ray node"),
-    "GPU_MODEL": (re.compile(r"^\S.*$"), "nvidia-smi GPU name, or * for any"),
+    "GPU_MODEL": (re.compile(r"^[^\s,][^,]*(,[^\s,][^,]*)*$"),
+                  "nvidia-smi GPU name, several separated by commas, or * for any"),
     "MIN_DRIVER": (VERSION, "lowest NVIDIA driver allowed on any node"),
-    "TARGET_STEPS": (POSITIVE, "training steps"),
+    "TARGET_STEPS": (re.compile(r"^([1-9][0-9]*|auto)$"),
+                     "training steps, or auto for TOTAL_EPOCHS x the train split's batches"),
     "SAVE_FREQ": (POSITIVE, "checkpoint every N steps"),
     "TRAIN_BATCH_SIZE": (POSITIVE, "prompts per step"),
     "ROLLOUT_N": (POSITIVE, "responses per prompt"),
@@ -76,6 +80,8 @@ FIELDS: Dict[str, tuple] = {
     "ATTN_IMPLEMENTATION": (re.compile(r"^(|eager|sdpa|flash_attention_2)$"),
                             "attention override, empty for verl's default"),
 }
+# A Python file named relative to the storage root (the same on every mount path).
+STORAGE_PY = re.compile(r"^(|[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*\.py)$")
 # The open recipe and the cluster's network: optional keys whose defaults are the tutorial's run,
 # so a profile that leaves them out runs the tutorial's command word for word.
 OVERRIDE_WORDS = re.compile(r"^(|\S+( \S+)*)$")
@@ -92,13 +98,27 @@ DEFAULTS: Dict[str, str] = {
     "NCCL_IB_HCA": "",
     "NCCL_SOCKET_IFNAME": "",
     "NCCL_IB_GID_INDEX": "",
+    "WANDB_MODE": "offline",
+    "WANDB_ENTITY": "",
+    "PROJECT_NAME": "verl_aistudio",
+    "EXPERIMENT_NAME": "",
+    "REWARD_FILE": "",
+    "REWARD_FUNCTION": "compute_score",
+    "REWARD_SHA256": "",
+    "DATA_CONVERTER": "",
+    "DATA_CONVERTER_SHA256": "",
 }
 FIELDS.update({
     "TOTAL_EPOCHS": (POSITIVE, "passes over the train split (verl stops at TARGET_STEPS first)"),
     "TEST_FREQ": (re.compile(r"^(-1|[1-9][0-9]*)$"), "validate every N steps, -1 for never"),
     "VAL_BEFORE_TRAIN": (BOOL, "validate once before the first step"),
     "LOGGERS": (re.compile(r"^console,tensorboard(,wandb)?$"),
-                "verl loggers: console,tensorboard, optionally ,wandb (offline, into the run folder)"),
+                "verl loggers: console,tensorboard, optionally ,wandb (see WANDB_MODE)"),
+    # W&B's API key is never a profile value: only the platform's secret gives it to the job.
+    "WANDB_MODE": (re.compile(r"^(offline|online)$"), "W&B with wandb in LOGGERS: offline (into "
+                   "the run folder, wandb sync later) or online (the job's WANDB_API_KEY secret)"),
+    "WANDB_ENTITY": (re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$"), "W&B entity (team or user; "
+                     "empty: the API key's default)"),
     "ROLLOUT_MAX_NUM_SEQS": (POSITIVE, "rollout engine's max_num_seqs"),
     "ROLLOUT_MAX_NUM_BATCHED_TOKENS": (POSITIVE, "rollout engine's max_num_batched_tokens"),
     "ROLLOUT_ENFORCE_EAGER": (BOOL, "rollout engine's enforce_eager (no CUDA graphs)"),
@@ -108,10 +128,35 @@ FIELDS.update({
     "NCCL_IB_HCA": (re.compile(r"^[A-Za-z0-9_.:,^=-]*$"), "NCCL_IB_HCA for ib, e.g. mlx5_0,mlx5_1"),
     "NCCL_SOCKET_IFNAME": (re.compile(r"^[A-Za-z0-9_.,^=-]*$"), "NCCL_SOCKET_IFNAME, e.g. eth0"),
     "NCCL_IB_GID_INDEX": (re.compile(r"^[0-9]*$"), "NCCL_IB_GID_INDEX for RoCE, e.g. 3"),
+    # Labels the loggers file the run under (the tutorial's project; the experiment is RUN_ID).
+    "PROJECT_NAME": (NAME, "trainer.project_name, the loggers' project"),
+    "EXPERIMENT_NAME": (re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$"),
+                        "trainer.experiment_name (empty: the RUN_ID)"),
+    # A reward function of your own: a pinned input like the data (its sha256 in REWARD_SHA256).
+    "REWARD_FILE": (STORAGE_PY,
+                    "Python file under the storage root holding the reward function, e.g. "
+                    "rewards/mine.py (empty: verl's own scorer for the data source)"),
+    "REWARD_FUNCTION": (re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$"), "the function in REWARD_FILE"),
+    "REWARD_SHA256": (re.compile(r"^([0-9a-f]{64})?$"), "sha256 of REWARD_FILE (make pin-inputs "
+                      "writes it)"),
+    # Data of your own: the script prepare-inputs runs to write it, a pinned input too.
+    "DATA_CONVERTER": (STORAGE_PY, "Python file under the storage root that prepare-inputs runs to "
+                       "write train.parquet and test.parquet, e.g. converters/mine.py (empty: "
+                       "GSM8K, converted by the bundle)"),
+    "DATA_CONVERTER_SHA256": (re.compile(r"^([0-9a-f]{64})?$"), "sha256 of DATA_CONVERTER (make "
+                              "pin-inputs writes it)"),
 })
 # Input pins that a new profile leaves out until make pin-inputs writes them (inputs: INP-E070).
-PINS = ("VERL_SUMS_SHA256", "MODEL_SUMS_SHA256", "DATA_SUMS_SHA256")
-INTS = {k for k, (form, _) in FIELDS.items() if form is POSITIVE} | {"TEST_FREQ"}
+# The row counts are among them: pin-inputs measures the user's own data, never the tutorial's.
+PINS = ("VERL_SUMS_SHA256", "MODEL_SUMS_SHA256", "DATA_SUMS_SHA256", "TRAIN_ROWS", "TEST_ROWS")
+INTS = {k for k, (form, _) in FIELDS.items() if form is POSITIVE} | {"TEST_FREQ", "TARGET_STEPS"}
+# Keys of a few fixed words: read case-insensitively (IB, True), kept in lower case.
+CHOICES: Dict[str, List[str]] = {
+    "ROLLOUT_ENGINE": list(ROLLOUT_ENGINES), "NCCL_TRANSPORT": ["socket", "ib"],
+    "WANDB_MODE": ["offline", "online"],
+    "ATTN_IMPLEMENTATION": ["eager", "sdpa", "flash_attention_2"],
+    **{k: ["true", "false"] for k, (form, _) in FIELDS.items() if form is BOOL}}
+LOWER = set(CHOICES) | {"LOGGERS", "TARGET_STEPS"}
 OPTIONAL_EMPTY = {"ATTN_IMPLEMENTATION", "VERL_SUMS_SHA256"} | {k for k, v in DEFAULTS.items() if v == ""}
 # Keys a run recorded before they existed: read from an older run.json as empty (not pinned).
 ADDED_LATER = ("VERL_SUMS_SHA256",)
@@ -126,13 +171,20 @@ class Profile:
         values = self.__dict__.get("values", {})
         if key in values or key in DEFAULTS:
             value = values.get(key, DEFAULTS.get(key))
+            if key == "TARGET_STEPS" and value == "auto":
+                return 0  # TRAIN_ROWS not pinned yet, so no count of steps (INP-E070 says so)
             return int(value) if key in INTS else value
         if key in PINS:
-            return ""  # not pinned yet: the inputs phase says so (INP-E070)
+            return 0 if key in INTS else ""  # not pinned yet: the inputs phase says so (INP-E070)
         raise AttributeError(key)
 
     def pinned(self, key: str) -> bool:
         return bool(self.values.get(key))
+
+    @property
+    def gpu_models(self) -> List[str]:
+        """GPU_MODEL's names; empty for * (any model)."""
+        return [] if self.GPU_MODEL == "*" else [m.strip() for m in self.GPU_MODEL.split(",")]
 
     @property
     def world_size(self) -> int:
@@ -144,6 +196,14 @@ class Profile:
 
     def model_root(self, root: Path) -> Path:
         return Path(root) / "models" / self.MODEL_HUB / self.MODEL_ID / self.MODEL_REVISION
+
+    def reward_path(self, root: Path) -> Optional[Path]:
+        """REWARD_FILE on the volume mounted at root; None without one."""
+        return Path(root) / self.REWARD_FILE if self.REWARD_FILE else None
+
+    def converter_path(self, root: Path) -> Optional[Path]:
+        """DATA_CONVERTER on the volume mounted at root; None without one."""
+        return Path(root) / self.DATA_CONVERTER if self.DATA_CONVERTER else None
 
     def data_root(self, root: Path) -> Path:
         return (Path(root) / "datasets" / self.DATASET_HUB / self.DATASET_ID / self.DATASET_REVISION
@@ -165,34 +225,66 @@ def env_lines(values: Dict[str, str]) -> str:
     return "".join(f"{key}={value}\n" for key, value in values.items())
 
 
+class ProfileError(UsageError):
+    """A profile that cannot be used, each problem a finding (id, object, message, HINT)."""
+
+    def __init__(self, source: str, findings: List[Finding]):
+        self.findings = findings
+        lines = [f"profile {source} is invalid:"]
+        for f in findings:
+            lines += [f"  {f.obj}: ({f.id}) {f.message}", f"      HINT: {f.hint}"]
+        super().__init__("\n".join(lines))
+
+
+def _guess(word: str, known) -> str:
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
 def parse_profile_text(text: str, source: str) -> Profile:
     values: Dict[str, str] = {}
-    problems: List[str] = []
+    problems: List[Finding] = []
+
+    def problem(ident: str, where: str, message: str, **evidence) -> None:
+        problems.append(finding(ident, f"profile {source} {where}", message, **evidence))
+
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         match = LINE.match(line)
         if not match:
-            problems.append(f"line {number}: not KEY=value: {raw!r}")
+            problem("PROF-E001", f"line {number}", f"not KEY=value: {raw!r}")
             continue
         key, value = match.groups()
         if key not in FIELDS:
-            problems.append(f"line {number}: unknown key {key}")
+            problem("PROF-E002", f"line {number}", f"unknown key {key}{_guess(key, FIELDS)}", key=key)
         elif key in values:
-            problems.append(f"line {number}: {key} set twice")
+            problem("PROF-E003", f"line {number}", f"{key} set twice", key=key)
         else:
-            values[key] = value
+            values[key] = value.lower() if key in LOWER else value
     for key, (form, meaning) in FIELDS.items():
         if key not in values and (key in DEFAULTS or key in PINS):
             continue
         if key not in values:
-            problems.append(f"{key} is missing ({meaning})")
+            problem("PROF-E004", key, f"{key} is missing ({meaning})", key=key)
         elif not form.match(values[key]) or (not values[key] and key not in OPTIONAL_EMPTY) \
                 or (form is NUMBER and not 0 < float(values[key]) < 1e6):
-            problems.append(f"{key}={values[key]!r} is not a valid {meaning}")
+            guess = _guess(values[key], CHOICES[key]) if key in CHOICES and values[key] else ""
+            problem("PROF-E005", key, f"{key}={values[key]!r} is not a valid {meaning}{guess}",
+                    key=key, value=values[key])
+    if not problems and values["TARGET_STEPS"] == "auto" and "TRAIN_ROWS" in values:
+        # Resolved here, so every reader of the recorded values (run.json) sees the number verl
+        # is given: verl's own count, epochs x the full batches of the train split.
+        epochs = int(values.get("TOTAL_EPOCHS", DEFAULTS["TOTAL_EPOCHS"]))
+        steps = epochs * (int(values["TRAIN_ROWS"]) // int(values["TRAIN_BATCH_SIZE"]))
+        if steps:
+            values["TARGET_STEPS"] = str(steps)
+        else:
+            problem("PROF-E005", "TARGET_STEPS", f"TARGET_STEPS=auto gives no step: TRAIN_ROWS "
+                    f"{values['TRAIN_ROWS']} hold no full batch of {values['TRAIN_BATCH_SIZE']}")
     if problems:
-        raise UsageError(f"profile {source} is invalid:\n  " + "\n  ".join(problems))
+        raise ProfileError(source, problems)
     return Profile(values, Path(source))
 
 
@@ -239,8 +331,9 @@ def load_profile(name_or_path: Optional[str] = None) -> Profile:
         raise UsageError(f"cannot read profile {path}: {exc.strerror} (bundle profiles: {known})")
     profile = parse_profile_text(text, str(path))
     if path.suffix == ".env" and profile.PROFILE_NAME != path.stem:
-        raise UsageError(f"profile {path}: PROFILE_NAME={profile.PROFILE_NAME} differs from its "
-                         f"file name {path.stem}; rename one of them")
+        raise ProfileError(str(path), [finding(
+            "PROF-E006", f"profile {path}", f"PROFILE_NAME={profile.PROFILE_NAME} differs from its "
+            f"file name {path.stem}; rename one of them")])
     return profile
 
 

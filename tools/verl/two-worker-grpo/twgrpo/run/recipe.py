@@ -2,7 +2,8 @@
 
 The bundle owns every key that fixes where the run reads and writes, its topology, its names,
 its size and what postflight judges; an override of one of those is refused (GEN-E050), since
-the proof would then describe another run than the one that ran. Any other key is the user's:
+the proof would then describe another run than the one that ran. So is one that names code or a
+file outside the pinned inputs (GEN-E052). Any other key is the user's:
 one the command already sets to the tutorial's value is replaced in place (each key stays once
 on the command line), a new one is appended.
 """
@@ -36,8 +37,8 @@ OWNED: Dict[str, str] = {
     "actor_rollout_ref.rollout.enforce_eager": "set ROLLOUT_ENFORCE_EAGER",
     "trainer.nnodes": "set NODES",
     "trainer.n_gpus_per_node": "set GPUS_PER_NODE",
-    "trainer.project_name": "the tutorial's project name is part of the run's record",
-    "trainer.experiment_name": "the bundle names the experiment after RUN_ID",
+    "trainer.project_name": "set PROJECT_NAME",
+    "trainer.experiment_name": "set EXPERIMENT_NAME (empty: the RUN_ID)",
     "trainer.total_training_steps": "set TARGET_STEPS",
     "trainer.total_epochs": "set TOTAL_EPOCHS",
     "trainer.save_freq": "set SAVE_FREQ (in the profile or the job's environment)",
@@ -50,6 +51,19 @@ OWNED: Dict[str, str] = {
     "trainer.resume_mode": "use RESUME_FROM",
     "trainer.resume_from_path": "use RESUME_FROM",
     "trainer.del_local_ckpt_after_load": "a resumed run never deletes the earlier checkpoint",
+    # The profile's own knobs: the report and summary print the knob, so it must be what ran.
+    "actor_rollout_ref.actor.optim.lr": "set LEARNING_RATE",
+    "actor_rollout_ref.actor.fsdp_config.param_offload": "set PARAM_OFFLOAD",
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload": "set OPTIMIZER_OFFLOAD",
+    "actor_rollout_ref.model.use_remove_padding": "set USE_REMOVE_PADDING",
+    "actor_rollout_ref.model.enable_gradient_checkpointing": "set GRADIENT_CHECKPOINTING",
+    "actor_rollout_ref.rollout.gpu_memory_utilization": "set GPU_MEMORY_UTILIZATION",
+    "actor_rollout_ref.rollout.max_model_len": "set MAX_PROMPT_LENGTH and MAX_RESPONSE_LENGTH "
+                                               "(it is their sum)",
+    "custom_reward_function.path": "set REWARD_FILE (pinned like the data)",
+    "custom_reward_function.name": "set REWARD_FUNCTION",
+    # What decides the algorithm: the bundle runs GRPO (a reward model's path is GEN-E052's).
+    "algorithm.adv_estimator": "the bundle runs GRPO; its checks and report say so",
 }
 # Whole subtrees the bundle owns: the Ray connection and its worker environment, Hydra's folders.
 OWNED_PREFIXES = {"ray_kwargs": "the platform manages the Ray address and the bundle the "
@@ -70,6 +84,29 @@ def owner(key: str) -> str:
     return ""
 
 
+# Keys whose value names code to import or a file to read or write: outside the pinned inputs, the
+# proof would stop exactly where the result is decided (GEN-E052).
+CODE_SUBTREES = {"override_config", "custom_cls", "sampler", "datagen", "custom_reward_function",
+                 "custom_async_server"}
+CODE_NAMES = {"_target_", "path", "external_lib", "tokenizer", "input_tokenizer", "class_path",
+              "class_name"}
+CODE_ENDINGS = ("_path", "_dir", "_file", "_files", "_lib")
+# A value that is a path (absolute, home, relative) or a URL: a file the pins do not cover.
+PATH_VALUE = re.compile(r"^(/|~|\.\.?/|[A-Za-z][A-Za-z0-9+.-]*://)")
+
+
+def outside_pins(key: str, value: str) -> str:
+    """Why key=value reaches code or files outside the pinned inputs (empty when it does not)."""
+    segments = key.split(".")
+    if CODE_SUBTREES.intersection(segments) or segments[-1] in CODE_NAMES \
+            or segments[-1].endswith(CODE_ENDINGS):
+        return f"{key} names code to import or a file to read or write"
+    for item in value.strip("[]").split(","):
+        if PATH_VALUE.match(item.strip().strip("'\"")):
+            return f"{item.strip()!r} is a path or URL"
+    return ""
+
+
 def parse(text: str) -> Tuple[List[Tuple[str, str]], List[Tuple[str, str, str]]]:
     """(key, word) for each override, and (finding id, word, why) for each refused one."""
     accepted: List[Tuple[str, str]] = []
@@ -83,8 +120,11 @@ def parse(text: str) -> Tuple[List[Tuple[str, str]], List[Tuple[str, str, str]]]
             continue
         key = match.group(2)
         why = owner(key)
+        outside = outside_pins(key, match.group(4) or "")
         if why:
             problems.append(("GEN-E050", word, f"{key} belongs to the bundle: {why}"))
+        elif outside:
+            problems.append(("GEN-E052", word, f"{outside}, outside the run's pinned inputs"))
         elif key in seen:
             problems.append(("GEN-E051", word, f"{key} is overridden twice"))
         else:

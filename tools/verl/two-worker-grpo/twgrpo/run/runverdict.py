@@ -1,12 +1,17 @@
 """A run's verdict from its latest records: SUCCESS only while the records prove it.
 
-One function, so that every reader (report, runs) judges a run the same way. The markers
-SUCCESS and FAILED say what happened when they were written; verification.json is rewritten by
+One function, so that every reader (make runs, report, postflight, audit, submit, logs) judges a
+run the same way (tests/py/test_one_verdict_property.py holds them to it on real runs' folders).
+The markers SUCCESS and FAILED say what happened when they were written; verification.json is rewritten by
 every postflight, so it is the latest word, and a marker that disagrees with it is a conflict.
 A SUCCESS marker alone proves nothing (anyone can write one): SUCCESS stands only beside the
 launcher's record of every phase (inputs and preflight passed, driver.log's line that training
 ended with status 0, a resume record for a resumed run) and a verification.json holding every
 postflight check, each passed. A folder whose records do not add up is UNPROVEN.
+
+A resumed run (run.json names its lineage) whose resume.json is missing or did not pass is
+UNPROVEN whether or not SUCCESS exists: the lineage it trained from cannot be proven, and every
+view (runs, report, postflight, audit, submit) says so with the same finding, POST-E066.
 """
 from __future__ import annotations
 
@@ -16,12 +21,13 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from ..formats import bounded
-from . import glance
+from . import budget, glance, typed
+from .findings import Finding, finding
 
 # Every check postflight runs, in its order (tests/py/test_run_verdict.py holds it equal to
 # checks.postflight.CHECKS): a verification.json without all of them passed proves no SUCCESS.
 POSTFLIGHT_CHECKS = ("training-log", "fatal-markers", "completion-markers", "resolved-command",
-                     "inputs-record", "launcher-records", "rank-placement", "tensorboard-scalars",
+                     "inputs-record", "inputs-unchanged", "launcher-records", "rank-placement", "tensorboard-scalars",
                      "validation", "rollouts", "checkpoint", "resume", "fatal-causes",
                      "scalars-finite", "reward-sanity", "stall")
 PHASE_PREFIX = b"run-two-worker-grpo-v1: phase "
@@ -40,6 +46,7 @@ class Verdict:
     summary: str         # one line for people
     conflicts: List[str] = dataclasses.field(default_factory=list)
     superseded: List[str] = dataclasses.field(default_factory=list)  # earlier SUCCESS markers
+    findings: List[Finding] = dataclasses.field(default_factory=list)  # why it is UNPROVEN
 
 
 def superseded_markers(run_dir: Path) -> List[str]:
@@ -68,9 +75,11 @@ def success_text(run_dir: Path) -> Optional[str]:
 
 
 def record_status(run_dir: Path, name: str) -> Optional[str]:
-    """passed, failed, unreadable, or None when the record does not exist."""
+    """passed, failed, unreadable, or None when the record does not exist (read within the
+    run's record budget, run/budget.py, as the report reads it)."""
+    size = budget.of_run(run_dir)
     try:
-        record = bounded.read_object(run_dir / name)
+        record = bounded.read_object(run_dir / name, size.record_bytes, size.record_memory)
     except bounded.Unreadable as exc:
         return None if str(exc) == "missing" else "unreadable"
     status = record.get("status")
@@ -90,8 +99,9 @@ def latest_verdict(run_dir: Path, status_of: Callable[[Path, str], Optional[str]
 def _stopped_or_running(run_dir: Path, verdict: Verdict) -> Verdict:
     """PREEMPTED or RUNNING where the run stopped early or still beats (run/preemption.py)."""
     from . import preemption
-    return preemption.refine(run_dir, verdict, failed_fields(run_dir),
-                             success_text(run_dir) is not None)
+    # A SUCCESS a failing re-run moved aside was still the launcher's verdict: the run ended.
+    ended_with_verdict = success_text(run_dir) is not None or bool(verdict.superseded)
+    return preemption.refine(run_dir, verdict, failed_fields(run_dir), ended_with_verdict)
 
 
 def _judge(run_dir: Path, status_of: Callable[[Path, str], Optional[str]], whole: bool) -> Verdict:
@@ -118,6 +128,10 @@ def _judge(run_dir: Path, status_of: Callable[[Path, str], Optional[str]], whole
             conflicts.append(f"SUCCESS (written {success}) is superseded by the latest postflight, "
                              "which failed")
         return Verdict("FAILED", "FAILED: the latest postflight found problems", conflicts)
+    lost = resume_record_finding(run_dir, status_of, whole)
+    if lost is not None and (success is not None or post == "passed"):
+        # before the SUCCESS rules, so that a postflight that passes cannot make it a SUCCESS
+        return Verdict("UNPROVEN", f"UNPROVEN: {lost.message}", conflicts, findings=[lost])
     if success is not None and post == "passed":
         gaps = proof_gaps(run_dir, statuses, status_of, whole)
         if gaps:
@@ -126,7 +140,7 @@ def _judge(run_dir: Path, status_of: Callable[[Path, str], Optional[str]], whole
         return Verdict("SUCCESS", "SUCCESS: every check of every phase passed", conflicts)
     if success is not None:
         conflicts.append(f"SUCCESS exists but verification.json is {post or 'missing'}")
-        return Verdict("INCOMPLETE", "UNPROVEN: SUCCESS without a readable verification.json; "
+        return Verdict("INCOMPLETE", "INCOMPLETE: SUCCESS without a readable verification.json; "
                        "run make postflight to judge again", conflicts)
     if post == "passed":
         return Verdict("INCOMPLETE", "postflight passed but SUCCESS is missing; run make postflight "
@@ -162,7 +176,8 @@ def postflight_gaps(run_dir: Path, whole: bool = True) -> List[str]:
     path = Path(run_dir) / "verification.json"
     try:
         if whole:
-            checks = bounded.read_object(path).get("checks")
+            size = budget.of_run(run_dir)
+            checks = bounded.read_object(path, size.record_bytes, size.record_memory).get("checks")
             passed = {c.get("name") for c in checks if isinstance(c, dict) and
                       c.get("status") == "passed"} if isinstance(checks, list) else set()
         else:
@@ -188,17 +203,58 @@ def proof_gaps(run_dir: Path, statuses: Dict[str, Optional[str]],
         gaps.append("driver.log has no line of the launcher saying training ended with status 0"
                     if "training" not in ended else
                     f"driver.log says training ended with status {ended['training']}")
-    try:
-        resume = status_of(run_dir, "resume.json")
-    except KeyError:  # a reader that knows only the phase records
-        resume = record_status(run_dir, "resume.json")
-    if (resume is not None or (whole and resumed(run_dir))) and resume != "passed":
-        gaps.append(f"the run was resumed but resume.json is {resume or 'missing'}, not passed")
+    lost = resume_record_finding(run_dir, status_of, whole)
+    if lost is not None:
+        gaps.append(lost.message)
+    problem = run_record_problem(run_dir, whole)
+    if problem:
+        gaps.append(problem)
     return gaps + postflight_gaps(run_dir, whole)
 
 
-def resumed(run_dir: Path) -> bool:
+def run_record_problem(run_dir: Path, whole: bool = True) -> Optional[str]:
+    """Why run.json, present, cannot be read as a record (the profile the run was judged with
+    and its lineage live there); None when it reads or does not exist. whole=False (make runs)
+    parses it up to glance.WHOLE and checks a larger one's ends only (glance.intact): a record
+    cut short is caught by both; damage inside a large one only by the whole reading."""
+    path = Path(run_dir) / "run.json"
+    size = budget.of_run(run_dir)
     try:
-        return bounded.read_object(Path(run_dir) / "run.json").get("resume") is not None
-    except bounded.Unreadable:
+        if whole:
+            bounded.read_object(path, size.record_bytes, size.record_memory)
+        else:
+            glance.intact(path, size.record_bytes)
+    except bounded.Unreadable as exc:
+        return None if str(exc) == "missing" else f"run.json is {exc}"
+    return None
+
+
+def resume_record_finding(run_dir: Path, status_of: Callable[[Path, str], Optional[str]] = None,
+                          whole: bool = True) -> Optional[Finding]:
+    """POST-E066 when the run was resumed (run.json names a lineage, or resume.json exists)
+    but resume.json is missing or did not pass; None otherwise. The same answer for a whole
+    reading and a glance (make runs), so no view can call such a run a SUCCESS."""
+    try:
+        resume = (status_of or record_status)(run_dir, "resume.json")
+    except KeyError:  # a reader that knows only the phase records
+        resume = record_status(run_dir, "resume.json")
+    if resume == "passed" or (resume is None and not resumed(run_dir, whole)):
+        return None
+    return finding("POST-E066", str(Path(run_dir) / "resume.json"),
+                   f"run.json names the run this one resumed from, but resume.json is "
+                   f"{resume or 'missing'}, not passed: the checkpoint it started from cannot be "
+                   "proven")
+
+
+def resumed(run_dir: Path, whole: bool = True) -> bool:
+    """run.json names a lineage. whole=False (make runs) glances at the record (glance.py), which
+    finds the resume object at any record size."""
+    path = Path(run_dir) / "run.json"
+    try:
+        if whole:  # within the run's record budget, as the glance reads it
+            size = budget.of_run(run_dir)
+            return bounded.read_object(path, size.record_bytes, size.record_memory).get("resume") \
+                is not None
+        return glance.fields(path, ("resume",), {"resume": typed.ANY})["resume"] is not None
+    except (bounded.Unreadable, ValueError):
         return False

@@ -9,10 +9,11 @@ that needed it to turn into a finding). A spec is:
 
     str, bool, int, float   that type (int: not a bool, |n| < 2**63; float: any number)
     UTC                     a time in UTC, '2026-12-02T13:09:38Z' or '...+00:00', year 2000..2199
-    [spec]                  a list (at most MAX_ITEMS items are kept) of items of spec
+    [spec]                  a list (at most `most` items are kept: MAX_ITEMS, or the run's
+                            budget, run/budget.py) of items of spec
     {key: spec, ...}        an object whose named fields, where present, have their spec; other
                             fields are kept as they are (nothing uses them)
-    Map(spec)               an object whose every value has spec (at most MAX_ITEMS)
+    Map(spec)               an object whose every value has spec (at most `most`)
     Need(spec)              (a field of an object spec) without it the object is dropped
     ANY                     anything
 """
@@ -116,27 +117,28 @@ class Problems(list):
             super().append(text)
 
 
-def conform(value: Any, spec: Any, where: str, problems: List[str]) -> Any:
-    """value held to spec (see the module's docstring); None when it does not fit at all."""
+def conform(value: Any, spec: Any, where: str, problems: List[str], most: int = MAX_ITEMS) -> Any:
+    """value held to spec (see the module's docstring); None when it does not fit at all. most:
+    the items of a list or object kept (a run's budget: run/budget.Size.items)."""
     if not _fits(value, spec):
         problems.append(f"{where} is {shown(value)}, not {_wanted(spec)}")
         return None
     if isinstance(spec, list):
         kept = []
-        for number, item in enumerate(value[:MAX_ITEMS]):
-            item = conform(item, spec[0], f"{where}[{number}]", problems)
+        for number, item in enumerate(value[:most]):
+            item = conform(item, spec[0], f"{where}[{number}]", problems, most)
             if item is not None:
                 kept.append(item)
-        if len(value) > MAX_ITEMS:
-            problems.append(f"{where} has {len(value)} items; the first {MAX_ITEMS} are read")
+        if len(value) > most:
+            problems.append(f"{where} has {len(value)} items; the first {most} are read")
         return kept
     if isinstance(spec, Map):
         kept_map = {}
         for number, (key, item) in enumerate(value.items()):
-            if number >= MAX_ITEMS:
-                problems.append(f"{where} has {len(value)} fields; the first {MAX_ITEMS} are read")
+            if number >= most:
+                problems.append(f"{where} has {len(value)} fields; the first {most} are read")
                 break
-            item = conform(item, spec.spec, f"{where}.{key}", problems)
+            item = conform(item, spec.spec, f"{where}.{key}", problems, most)
             if item is not None:
                 kept_map[key] = item
         return kept_map
@@ -147,7 +149,7 @@ def conform(value: Any, spec: Any, where: str, problems: List[str]) -> Any:
             sub = sub.spec if needed else sub
             name = f"{where}.{key}" if where else key
             if key in result:
-                item = conform(result[key], sub, name, problems)
+                item = conform(result[key], sub, name, problems, most)
                 if item is None:
                     del result[key]
                 else:
@@ -160,12 +162,13 @@ def conform(value: Any, spec: Any, where: str, problems: List[str]) -> Any:
     return value
 
 
-def read_record(path: Path, spec: Any, problems: List[str],
-                limit: int = bounded.RECORD_LIMIT) -> Dict[str, Any]:
+def read_record(path: Path, spec: Any, problems: List[str], limit: int = bounded.RECORD_LIMIT,
+                memory: int = bounded.MEMORY, most: int = MAX_ITEMS) -> Dict[str, Any]:
     """A record held to spec (an object spec); bounded.Unreadable if it cannot be read at all
-    or is not a JSON object. Fields that do not fit are dropped and told in problems."""
-    data = bounded.read_object(Path(path), limit)
-    return conform(data, spec, "", problems)
+    or is not a JSON object. Fields that do not fit are dropped and told in problems. limit,
+    memory and most: the run's budget (run/budget.py) where the reader knows the run's size."""
+    data = bounded.read_object(Path(path), limit, memory)
+    return conform(data, spec, "", problems, most)
 
 
 # --- the records' schemas: the fields some reader uses ---------------------------------------
@@ -188,7 +191,7 @@ PLACING_PREFLIGHT = {"status": str, "workers": [PLACED_WORKER]}
 VERIFICATION = {**PHASE, "evidence": {"checkpoint": {"shards": Map(int), "path": str}}}
 RUN = {"run_id": str, "started_at": UTC, "driver_host": str, "driver_pid": int,
        "driver_start_ticks": int, "driver_boot_id": str,
-       "storage_root": str, "training_command": [str],
+       "storage_root": str, "training_command": [str], "image": str,
        "profile": {"name": str, "path": str, "values": Map(str)}}
 SCHEMAS = {"run.json": RUN, "inputs.json": PHASE, "preflight.json": PREFLIGHT,
            "verification.json": VERIFICATION, "actor-placement.json": PLACEMENT,

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Summary: postflight, audit, report and runs on healthy synthesized runs from 2 x 2 to 2,048 x 8
+and to 100,000 steps: the status each view gives, and time and peak RSS as ratios to reading
+the run folder's files.
+
+Usage: bench/scale.py SCRATCH [--only NAME ...] [--bundle DIR]
+Cases (tests/lib/synthrun.py, kept under SCRATCH between calls): 2x2, 176x8, 1024x8,
+2048x8-ib, 2048x8 (Socket), 2x2 at 100,000 steps. Each view runs in a fresh process; the floor
+is one warm read of every file in the run folder (1 MiB blocks). Every view must say SUCCESS.
+Targets: 2048x8-ib postflight <= 3x the floor and < 500 MiB; the 100,000-step run's postflight
+and report <= 3x the floor each.
+"""
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+VERIFIER = REPO / "tools" / "verl" / "two-worker-grpo" / "verify-two-worker-grpo-v1.py"
+CASES = {"2x2": (2, 2, 2, "socket"), "176x8": (176, 8, 2, "socket"), "1024x8": (1024, 8, 2, "socket"),
+         "2048x8-ib": (2048, 8, 2, "ib"), "2048x8": (2048, 8, 2, "socket"),
+         "2x2-100k": (2, 2, 100_000, "socket")}
+# Runs the command in a child and reports its exit code, its peak RSS and its output's last lines.
+MEASURE = """
+import json, resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+print(json.dumps({"rc": done.returncode, "out": done.stdout.decode("utf-8", "replace")[-20000:],
+                  "rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
+FLOOR = """
+import os, resource, sys, json, time
+started, total = time.perf_counter(), 0
+for top, _, names in os.walk(sys.argv[1]):
+    for name in names:
+        with open(os.path.join(top, name), "rb", buffering=0) as stream:
+            while True:
+                block = stream.read(1 << 20)
+                if not block:
+                    break
+                total += len(block)
+print(json.dumps({"bytes": total, "seconds": time.perf_counter() - started,
+                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def measure(command) -> dict:
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", MEASURE, *map(str, command)], capture_output=True,
+                         text=True, check=True)
+    result = json.loads(out.stdout)
+    result["seconds"] = time.perf_counter() - started
+    return result
+
+
+def synthesize(scratch: Path, name: str):
+    nodes, gpus, steps, transport = CASES[name]
+    root = scratch / name
+    done = root / "synthesized"
+    if not done.exists():
+        subprocess.run([sys.executable, "-c", f"""
+import sys; sys.path[:0] = {[str(REPO / 'tools/verl/two-worker-grpo'), str(REPO), str(REPO / 'tests/lib')]}
+from pathlib import Path; import synthrun
+synthrun.healthy_run(Path({str(root)!r}), {nodes}, {gpus}, {steps}, {transport!r}, probe_bytes=6000)
+"""], check=True)
+        done.write_text("")
+    run = root / "runs" / "verl" / "two-worker-grpo" / "exp"
+    return root, run, next(root.glob("scale-*.env"))
+
+
+def status_of(view: str, out: str) -> str:
+    lines = out.splitlines()
+    if view in ("postflight", "audit"):
+        for line in lines:
+            if line.startswith("postflight: PASSED"):
+                return "SUCCESS"
+            if line.startswith("postflight: FAILED"):
+                return "FAILED"
+        return "?"
+    if view == "report":
+        found = [line[len("run exp: "):].split(":")[0].split()[0] for line in lines
+                 if line.startswith("run exp: ")]
+        return found[0] if found else "?"
+    found = [line.split()[-1] for line in lines if line.startswith("exp ")]
+    return found[0] if found else "?"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scratch", type=Path)
+    parser.add_argument("--only", nargs="*", default=list(CASES))
+    parser.add_argument("--bundle", type=Path, default=VERIFIER.parent)
+    args = parser.parse_args()
+    verifier = args.bundle / VERIFIER.name
+    failed = 0
+    for name in args.only:
+        started = time.perf_counter()
+        root, run, profile = synthesize(args.scratch, name)
+        print(f"{name}: synthesized in {time.perf_counter() - started:.0f} s (or kept)", flush=True)
+        for stale in ("SUCCESS", "verification.json", "actor-placement.json"):
+            (run / stale).unlink(missing_ok=True)
+        floor = [json.loads(subprocess.run([sys.executable, "-c", FLOOR, str(run)], capture_output=True,
+                                           text=True, check=True).stdout) for _ in range(2)][-1]
+        print(f"  floor: read {floor['bytes'] / 2**20:.0f} MiB in {floor['seconds']:.2f} s (warm), "
+              f"{floor['rss_mib']:.0f} MiB", flush=True)
+        start = measure([sys.executable, "-I", "-B", "-c", "import sys; sys.path.insert(0, %r); "
+                         "import twgrpo.cli" % str(verifier.parent)])["seconds"]
+        print(f"  the verifier's start alone: {start:.2f} s (in every figure below)", flush=True)
+        base = [sys.executable, "-I", "-B", str(verifier)]
+        views = {"postflight": base + ["postflight", "--output-dir", run, "--profile", profile],
+                 "audit": base + ["postflight", "--audit", "--output-dir", run, "--profile", profile],
+                 "report": base + ["report", "--output-dir", run, "--profile", profile],
+                 "runs": base + ["runs", "--storage-root", root]}
+        statuses = set()
+        for view, command in views.items():
+            result = measure(command)
+            status = status_of(view, result["out"])
+            statuses.add(status)
+            print(f"  {view:10s} {status:9s} rc {result['rc']}  {result['seconds']:7.2f} s = "
+                  f"{result['seconds'] / max(floor['seconds'], 1e-3):6.1f}x the floor  "
+                  f"peak {result['rss_mib']:6.0f} MiB", flush=True)
+            if status != "SUCCESS":
+                print("    " + "\n    ".join(result["out"].splitlines()[-12:]))
+        if statuses == {"SUCCESS"}:
+            print(f"  {name}: one status, SUCCESS, in every view", flush=True)
+        else:
+            failed += 1
+            print(f"  {name}: VIEWS DISAGREE or not SUCCESS: {', '.join(sorted(statuses))}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""The run's budget (run/budget.py): limits that grow with the run's own size, read from its
+run.json, and ceilings that a hostile run.json cannot lift."""
+import json
+
+from twgrpo.run import budget
+
+
+def test_limits_grow_with_nodes_ranks_and_steps():
+    small, wide, long = budget.Size(), budget.Size(2048, 8, 2), budget.Size(2, 2, 100_000)
+    assert small.record_bytes == budget.RECORD_BASE + 2 * budget.RECORD_PER_NODE + \
+        4 * budget.RECORD_PER_RANK + 2 * budget.RECORD_PER_STEP
+    assert wide.record_bytes > 19 << 20 and wide.items > 3 * 16384 and wide.evidence > 16384 * 9
+    assert long.items > 100_000 and long.evidence > 3 * 100_000
+    assert small.record_memory < wide.record_memory
+
+
+def test_a_hostile_run_json_cannot_lift_the_ceilings(tmp_path):
+    values = {"NODES": "999999999", "GPUS_PER_NODE": "4096", "TARGET_STEPS": "999999999"}
+    (tmp_path / "run.json").write_text(json.dumps({"profile": {"values": values}}))
+    size = budget.of_run(tmp_path)
+    assert (size.nodes, size.gpus_per_node, size.steps) == \
+        (budget.MOST_NODES, budget.MOST_GPUS_PER_NODE, budget.MOST_STEPS)
+    assert size.record_bytes == budget.CEILING_BYTES and size.record_memory == budget.CEILING_MEMORY
+    assert size.evidence == budget.CEILING_EVIDENCE
+
+
+def test_what_is_not_a_count_gives_the_default_size(tmp_path):
+    for values in ({"NODES": "-3"}, {"NODES": "1e9"}, {"NODES": "٣"}, {"NODES": "0" * 40}, "x"):
+        (tmp_path / "run.json").write_text(json.dumps({"profile": {"values": values}}))
+        assert budget.of_run(tmp_path).nodes == budget.Size().nodes
+    (tmp_path / "run.json").write_text("{")
+    assert budget.of_run(tmp_path) == budget.Size()
+    (tmp_path / "run.json").unlink()
+    assert budget.of_run(tmp_path) == budget.Size()
+
+
+def test_a_rewritten_run_json_is_read_again(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps({"profile": {"values": {"NODES": "8"}}}))
+    assert budget.of_run(tmp_path).nodes == 8
+    (tmp_path / "run.json").write_text(json.dumps({"profile": {"values": {"NODES": "300"}}}))
+    assert budget.of_run(tmp_path).nodes == 300
+
+
+def test_the_reports_rollout_summary_counts_every_row_of_a_big_batch(tmp_path):
+    from twgrpo.report import runview
+    rows = "".join('{"input": "q", "output": "a", "score": 1.0, "step": 1}\n' for _ in range(30_000))
+    (tmp_path / "rollouts").mkdir()
+    (tmp_path / "rollouts" / "1.jsonl").write_text(rows)
+    size = budget.of_values({"TRAIN_BATCH_SIZE": "15000", "ROLLOUT_N": "2"})
+    assert size.rows == 30_000
+    samples = runview.rollout_samples(tmp_path, [], size)
+    assert samples[1]["count"] == 30_000
+    assert runview.rollout_samples(tmp_path, [], budget.Size())[1]["count"] == runview.MAX_ROLLOUT_ROWS
+
+
+def test_the_log_evidence_kept_grows_with_the_ranks_so_a_big_healthy_run_passes(tmp_path, monkeypatch):
+    """With a base of 50 items (a constant cap far below 40 ranks' evidence), a healthy 5 x 8
+    run passes: its budget adds EVIDENCE_PER_RANK a rank. A constant cap failed it with false
+    missing-evidence findings (POST-E005, E008, E033)."""
+    import synthrun
+    from twgrpo.cli import main
+    from twgrpo.formats import trainlines
+    monkeypatch.setattr(budget, "EVIDENCE_BASE", 50)
+    monkeypatch.setattr(trainlines, "KEEP", 50)
+    run, env = synthrun.healthy_run(tmp_path, 5, 8)
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(env)]) == 0
+    monkeypatch.setattr(budget, "EVIDENCE_PER_RANK", 0)  # a constant cap: fails the same run
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(env)]) == 1
+    checks = json.loads((run / "verification.json").read_text())["checks"]
+    failed = {f["id"] for c in checks for f in c["findings"]}
+    assert "POST-E033" in failed

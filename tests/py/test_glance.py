@@ -1,0 +1,117 @@
+"""make runs's glance at records of every size: the field is found wherever the writer's sorted
+keys put it (the record's head, its tail or its middle), and make runs says what the report says
+for healthy synthesized runs from 2 x 2 to 120 x 8 (records of 20 KiB to megabytes)."""
+import contextlib
+import io
+import json
+
+import pytest
+import synthrun
+from twgrpo.cli import main
+from twgrpo.formats import bounded
+from twgrpo.run import glance
+from twgrpo.run.profile import load_profile, with_overrides
+
+
+def write_record(path, before: int, after: int, status="passed"):
+    """A record as the bundle writes it (sorted keys, indent 2): `before` bytes of fields that
+    sort before status, `after` bytes of fields that sort after it."""
+    record = {"aaa": ["x" * 100] * (before // 110), "status": status,
+              "zzz": ["y" * 100] * (after // 110)}
+    path.write_text(synthrun.record_text(record))
+    return path
+
+
+@pytest.mark.parametrize("before,after", [
+    (1 << 10, 1 << 10),        # read whole
+    (12 << 10, 8 << 10),       # 20 KiB: was a negative seek (a real 2 x 2 preflight.json)
+    (40 << 10, 20 << 10),      # 60 KiB, status in neither end's old window
+    (20 << 10, 100 << 10),     # status more than 64 KiB from the end (103 nodes x 8)
+    (3 << 20, 2 << 20),        # megabytes each side: found in the middle
+    (100, 3 << 20),            # in the head
+    (3 << 20, 100),            # in the tail
+])
+def test_the_status_is_found_wherever_sorted_keys_put_it(tmp_path, before, after):
+    path = write_record(tmp_path / "preflight.json", before, after)
+    assert glance.fields(path, ("status",), {"status": str}) == {"status": "passed"}
+
+
+@pytest.mark.parametrize("window", [0, 1, 2, 5])
+@pytest.mark.parametrize("shift", range(-8, 9))
+def test_a_field_across_a_chunk_boundary_is_found(tmp_path, window, shift):
+    """The status line placed across a middle window's end (the first, second, third, sixth),
+    byte by byte."""
+    edge, chunk = glance.HEAD - glance.OVERLAP, glance.FIRST_CHUNK
+    for _ in range(window + 1):
+        edge += chunk
+        if _ < window:
+            edge -= glance.OVERLAP
+        chunk = min(2 * chunk, glance.CHUNK)
+    record = {"aaa": "x" * (edge + shift - 20), "status": "failed", "zzz": "y" * (1 << 20)}
+    path = tmp_path / "verification.json"
+    path.write_text(synthrun.record_text(record))
+    assert abs(path.read_bytes().find(b'"status"') - edge) < 32
+    assert glance.fields(path, ("status",), {"status": str}) == {"status": "failed"}
+
+
+def test_a_nested_status_is_not_taken_for_the_records_own(tmp_path):
+    record = {"aaa": [{"status": "failed"}] * 3000, "status": "passed", "zzz": "y" * (200 << 10)}
+    path = tmp_path / "preflight.json"
+    path.write_text(synthrun.record_text(record))
+    assert glance.fields(path, ("status",), {"status": str}) == {"status": "passed"}
+
+
+def test_a_field_in_no_part_is_none_and_a_record_past_its_limit_is_unreadable(tmp_path):
+    path = write_record(tmp_path / "preflight.json", 200 << 10, 200 << 10)
+    assert glance.fields(path, ("phase",), {"phase": str}) == {"phase": None}
+    with pytest.raises(bounded.Unreadable, match="more than the 100000"):
+        glance.fields(path, ("status",), {"status": str}, limit=100_000)
+
+
+def _status_lines(argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    return code, out.getvalue()
+
+
+@pytest.mark.parametrize("nodes,gpus", [(2, 2), (10, 8), (120, 8)])
+def test_make_runs_says_success_like_the_report_for_a_healthy_run(tmp_path, nodes, gpus):
+    """On main before this change: UNPROVEN at 2 x 2 (a 23 KiB preflight.json), INCOMPLETE at
+    10 x 8 (a 25 KiB verification.json), UNPROVEN at 120 x 8 (status 70 KiB from the end)."""
+    name = f"scale-{nodes}x{gpus}"
+    profile = with_overrides(load_profile("tutorial-2x2-a100"), NODES=nodes, GPUS_PER_NODE=gpus,
+                             TRAIN_BATCH_SIZE=nodes * gpus, PPO_MINI_BATCH_SIZE=nodes * gpus,
+                             PROFILE_NAME=name)
+    env = tmp_path / f"{name}.env"
+    env.write_text("".join(f"{k}={v}\n" for k, v in profile.values.items()))
+    hosts = [{"hostname": f"node-{i:04d}", "ip": f"10.{i >> 8}.{i & 255}.1"} for i in range(nodes)]
+    run = tmp_path / "runs" / "verl" / "two-worker-grpo" / "exp"
+    synthrun.write_run(run, profile, "exp", "/mnt/verl-reproduction", hosts, noise=1, run_json=True)
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(env)]) == 0
+    assert (run / "preflight.json").stat().st_size > glance.WHOLE
+    code, listing = _status_lines(["runs", "--storage-root", str(tmp_path)])
+    assert code == 0
+    row = [line for line in listing.splitlines() if line.startswith("exp ")]
+    assert len(row) == 1 and row[0].split()[-1] == "SUCCESS", listing
+    code, report = _status_lines(["report", "--output-dir", str(run), "--profile", str(env)])
+    assert code == 0 and "run exp: SUCCESS" in report
+    assert json.loads((run / "verification.json").read_text())["status"] == "passed"
+
+
+def test_every_view_reads_a_record_past_the_former_16_mib_cap_of_a_big_run(tmp_path):
+    """A 600-node run's verification.json of 20 MiB (a long run's): within its budget, so the
+    whole-record readers (runverdict, report) and the glance agree that it passed."""
+    from twgrpo.run import budget, runverdict
+    profile = with_overrides(load_profile("tutorial-2x2-a100"), NODES=600, GPUS_PER_NODE=8)
+    run = tmp_path / "run"
+    run.mkdir()
+    synthrun.write_run_json(run, profile, "run", "/mnt/verl-reproduction")
+    write_record(run / "verification.json", 12 << 20, 8 << 20)
+    assert budget.of_run(run).record_bytes > (run / "verification.json").stat().st_size > 16 << 20
+    assert runverdict.record_status(run, "verification.json") == "passed"
+    assert glance.fields(run / "verification.json", ("status",), {"status": str})["status"] == "passed"
+    (run / "run.json").unlink()  # a 2 x 2 run's budget is smaller than this record
+    assert runverdict.record_status(run, "verification.json") == "unreadable"
+    with pytest.raises(bounded.Unreadable):
+        glance.fields(run / "verification.json", ("status",), {"status": str})

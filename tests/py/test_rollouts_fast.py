@@ -1,0 +1,44 @@
+"""A small rollout file is read at once (rollouts._fast_rows) and gets the verdict the
+line-by-line reader gives it, row for row, on good and on hostile files."""
+import json
+
+import pytest
+from twgrpo.checks import rollouts
+
+
+def row(step=3, **extra):
+    return json.dumps({"input": "q", "output": "a", "score": 0.5, "step": step, **extra})
+
+
+CASES = {
+    "good": "\n".join(row() for _ in range(8)) + "\n",
+    "blank and CRLF lines": row() + "\r\n\n  \n" + row() + "\r\n",
+    "no final newline": row() + "\n" + row(),
+    "a wrong step": row() + "\n" + row(step=4) + "\n",
+    "two rows merged into one line by a bracket split across lines":
+        row()[:-1] + ', "z": [{}' + "\n" + "{}]}" + "\n" + row() + ", " + row() + "\n",
+    "a line separator that is not a newline": row() + "\n\u2028\n" + row() + "\n",
+    "an integer of 30 digits": row(big=10 ** 30) + "\n",
+    "a score of 1e400": row().replace("0.5", "1e400") + "\n",
+    "nested 40 deep": row(deep=json.loads("[" * 40 + "]" * 40)) + "\n",
+    "not UTF-8": None,
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_fast_reader_agrees_with_the_line_reader(tmp_path, monkeypatch, name):
+    path = tmp_path / "3.jsonl"
+    if CASES[name] is None:
+        path.write_bytes(row().encode() + b"\n" + b'{"input": "\xff"}\n')
+    else:
+        path.write_text(CASES[name], encoding="utf-8")
+    fast = rollouts._rollout_file(path, 3)
+    took_fast = rollouts._fast_rows(path, 3) is not None
+    monkeypatch.setattr(rollouts, "FAST_MAX", -1)  # every file takes the line-by-line reader
+    slow = rollouts._rollout_file(path, 3)
+    assert (fast[0], list(fast[1]), fast[1].count, fast[3]) == \
+        (slow[0], list(slow[1]), slow[1].count, slow[3])
+    if name == "good":
+        assert fast[0] == 8 and fast[3] == [0.5, 0.5] and took_fast
+    if name.startswith("two rows merged"):
+        assert slow[1].count == 3  # each of the three lines is a bad row

@@ -1,0 +1,100 @@
+"""TFRecord framing, as TensorBoard's event files use it: a record is a uint64 length, the
+uint32 masked CRC-32C of the length bytes, the data, the uint32 masked CRC-32C of the data.
+CRC-32C is the Castagnoli polynomial, not zlib's crc32.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import struct
+from pathlib import Path
+from typing import Iterator, List
+
+from .crc32c import crc32c, crc32c_bytewise
+from .lines import open_regular
+
+
+def masked_crc(data: bytes) -> int:
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+@dataclasses.dataclass
+class Problem:
+    kind: str  # "truncated" (end of a file cut short) or "crc" (damaged record)
+    path: str
+    record: int
+    offset: int
+    message: str
+
+
+MAX_RECORD = 16 << 20  # larger records (images, graphs) are stepped over, not read
+MAX_LENGTH = 1 << 32  # no writer makes a record this long: a larger length field is damage
+BLOCK = 8 << 20  # bytes read at a time; records are cut out of the block, not read one by one
+BYTEWISE_RECORDS = 4096  # a file's first records take the byte loop (no wide tables for a short file)
+
+
+@functools.lru_cache(maxsize=4096)
+def _length_crc(length: int) -> int:
+    """The masked CRC of a record's length field: lengths repeat (one size a scalar event)."""
+    return masked_crc(struct.pack("<Q", length))
+
+
+def read_records(path: Path, problems: List[Problem]) -> Iterator[bytes]:
+    """Yield each record's data; a damaged record is skipped, a cut-off tail ends the file.
+    A length field must fit the file: memory is one block and one record of at most MAX_RECORD
+    bytes. The file is read BLOCK bytes at a time and each record cut out of the block."""
+    with open_regular(path) as stream:
+        size = stream.seek(0, 2)
+        stream.seek(0)
+        buf, base, pos, index = b"", 0, 0, 0  # the block, its file offset, the next record in it
+
+        def refill(need: int) -> None:
+            nonlocal buf, base, pos
+            buf, base, pos = buf[pos:] + stream.read(max(BLOCK, need)), base + pos, 0
+        while True:
+            if len(buf) - pos < 12:
+                refill(12)
+                if not buf:
+                    return
+            offset = base + pos
+            if len(buf) - pos < 12:
+                problems.append(Problem("truncated", str(path), index, offset,
+                                        f"{len(buf) - pos} bytes of a record header, then end of file"))
+                return
+            length, length_crc = struct.unpack_from("<QI", buf, pos)
+            if _length_crc(length) != length_crc:
+                problems.append(Problem("crc", str(path), index, offset,
+                                        "the length's CRC does not match; the rest is unreadable"))
+                return
+            room = size - offset - 16
+            if length > room:
+                if length > MAX_LENGTH:
+                    problems.append(Problem("crc", str(path), index, offset,
+                                            f"length field {length} is impossible in a {size}-byte "
+                                            "file; the rest is unreadable"))
+                else:
+                    problems.append(Problem("truncated", str(path), index, offset,
+                                            f"record of {length} bytes cut off by end of file "
+                                            f"({max(room, 0)} bytes left)"))
+                return
+            if length > MAX_RECORD:  # not a scalar: step over it unread
+                stream.seek(offset + length + 16)
+                buf, base, pos, index = b"", offset + length + 16, 0, index + 1
+                continue
+            if len(buf) - pos < length + 16:
+                refill(length + 16)
+                if len(buf) < length + 16:  # the file shrank while being read
+                    problems.append(Problem("truncated", str(path), index, offset,
+                                            f"record of {length} bytes cut off by end of file"))
+                    return
+            data = buf[pos + 12:pos + 12 + length]
+            crc = crc32c_bytewise(data) if index < BYTEWISE_RECORDS else crc32c(data)
+            if (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF != \
+                    struct.unpack_from("<I", buf, pos + 12 + length)[0]:
+                problems.append(Problem("crc", str(path), index, offset,
+                                        "the data's CRC does not match; record skipped"))
+            else:
+                yield data
+            pos += length + 16
+            index += 1
