@@ -111,6 +111,26 @@ gone_within() {  # gone_within SECONDS PATTERN
   assert_output --partial "(LAUNCH-E021) phase training still ran 2 s after SIGTERM"
 }
 
+@test "SIGTERM to the training phase's own shell ends the whole phase, and the launcher goes on" {
+  export STANDIN_MODE=sleep
+  start_and_wait_for "$STANDIN_DUMP"
+  local trainer phase status=0
+  trainer=$(pgrep -f -- "experiment_name=$RUN_ID " | head -1)
+  phase=$(ps -o pgid= -p "$trainer" | tr -d ' ')  # the phase's group: its leader is the phase's shell
+  [[ "$phase" != "$LAUNCHER" ]]
+  kill -TERM "$phase"  # that shell alone, as an operator's kill or a supervisor would
+  gone_within 15 "experiment_name=$RUN_ID "
+  gone_within 10 "tee -a $(run_dir "$RUN_ID")/"
+  for _ in $(seq 60); do kill -0 "$LAUNCHER" 2>/dev/null || break; sleep 0.5; done
+  run kill -0 "$LAUNCHER"
+  assert_failure  # the launcher did not hang on the orphaned training
+  wait "$LAUNCHER" || status=$?
+  ((status != 0))
+  assert_equal "$(failed_field phase)" training
+  run cat "$(run_dir "$RUN_ID")/driver.log"
+  assert_output --partial "(LAUNCH-E022) phase training ended by signal 15 while its process group"
+}
+
 @test "SIGKILL to the launcher during preflight: no orphan writes preflight.json later" {
   echo 120 >"$GPUS_CSV.hang"  # nvidia-smi hangs inside the probe
   start_and_wait_for "$(run_dir "$RUN_ID")/shared-storage-sentinel"
@@ -140,6 +160,8 @@ gone_within() {  # gone_within SECONDS PATTERN
   [[ ! -e "$run/FAILED" || -s "$run/FAILED" ]]
   run find "$run" -name '.*.tmp'
   assert_output ""
+  run grep -c "phase training ended with status 0" "$run/driver.log"
+  assert_output 1  # the launcher's own record of the phase fitted in the page left
   # space again: the same run is judged from its artifacts, nothing was lost
   rm -f "$run/.filler" "$run/.filler-small"
   run python3 -I -B "$BUNDLE/verify-two-worker-grpo-v1.py" postflight --storage-root "$STORAGE" \

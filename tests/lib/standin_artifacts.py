@@ -4,6 +4,7 @@ where the overrides point (tests only).
 
 Like verl 0.6.0 it honours trainer.save_freq (and saves the last step) and
 trainer.resume_mode=resume_path (it fails if that global_step_N folder is absent).
+STANDIN_STEP_S=S: each step's metrics line S seconds after the one before (a run to follow).
 STANDIN_STOP_AFTER=K: after step K's files, touch $STANDIN_DUMP and sleep until killed, as a
 run that a preemption is about to stop (ignored by a run that does not train step K)."""
 import json
@@ -42,8 +43,12 @@ def main(argv) -> int:
     for name in ("tensorboard", "rollouts", "checkpoints"):
         if (scratch / name).exists():
             os.replace(scratch / name, run_dir / name)
+    pace = float(os.environ.get("STANDIN_STEP_S") or 0)  # seconds per step, as a slow run
     for line in synthrun.training_log(hosts, [h["gpus"] for h in hosts], target,
                                       str(run_dir), **options):
+        if pace and " - training/global_step:" in line:
+            time.sleep(pace)
+            line += f" - timing_s/step:{pace:.3f}"  # as verl's metrics line says it
         print(line, flush=True)
     for leftover in scratch.iterdir():
         leftover.unlink()
@@ -57,10 +62,33 @@ def main(argv) -> int:
         last = run_dir / "checkpoints" / f"global_step_{profile.TARGET_STEPS}" / "actor"
         (last / f"optim_world_size_{world}_rank_{world - 1}.pt").unlink()
     if os.environ.get("STANDIN_FAULT") == "fill-disk":  # the runs volume fills up after training
+        # The launcher's lines after training (the phase's end) then always fit in driver.log's
+        # last page, while no new file (verification.json, FAILED) does; without it, whether
+        # that line fits depends on where driver.log happened to end.
+        start_a_page(run_dir / "driver.log")
         fill(run_dir / ".filler")
     if os.environ.get("STANDIN_FAULT") == "empty-success":  # a SUCCESS postflight did not write
         (run_dir / "SUCCESS").touch()
     return 0
+
+
+def start_a_page(log: Path) -> None:
+    """Print lines so that log, where the launcher's tee copies this output, ends just past a
+    page boundary: its last page has room for a page less one byte. Waits for the tee."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    mark = b"standin: the runs volume fills up now\n"
+    print(mark.decode(), end="", flush=True)
+    wait_until(lambda: log.read_bytes().endswith(mark))
+    size = log.stat().st_size
+    dots = (1 - size - len("standin: \n")) % page  # the line takes log's size to 1 mod page
+    print("standin: " + "." * dots, flush=True)
+    wait_until(lambda: log.stat().st_size % page == 1)
+
+
+def wait_until(ready, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not ready() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def fill(path: Path) -> None:
