@@ -80,7 +80,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=53118dd870fa3dfb8c495d15c77d29bdebb57e58a9374239cca3fa8c13b0c694
+readonly BUNDLE_SUMS_SHA256=03e9a35854d019a9ba0593ceb5f6c47b582c2e02d5ae08aab5040363d1b1cb54
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

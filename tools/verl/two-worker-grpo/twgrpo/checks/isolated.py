@@ -1,14 +1,17 @@
-"""A task the bundle sends to a Ray worker imports the standard library and the image's
+"""A task or actor the bundle sends to a Ray worker imports the standard library and the image's
 packages before anything the job's PYTHONPATH adds: PYTHONPATH names folders on the shared
 volume, where a planted pickletools.py must not stand in for the standard library's.
 
-Ray unpickles a task's function, and imports every module the function names, before it runs;
-so the bundle's function travels as bytes inside a small one (task()). On the worker, that one
-first moves PYTHONPATH's folders behind the standard library's (and no further: a torch or
-verl that PYTHONPATH puts before site-packages is still the one the probes import, as the
-training's workers will), refuses to go on when a standard-library module is already loaded
-from outside the standard library, and only then unpickles the bundle's function and calls it. It names no module but sys, which every Python
-process has loaded, so nothing is looked up on the path before the path is set.
+Ray unpickles a task's function or an actor's class, and imports every module it names,
+before it runs; so the bundle's function travels as bytes inside a small one (task(); actor()
+for a class, whose every method then runs the same way). On the worker, that one first moves
+PYTHONPATH's folders behind the standard library's (and no further: a torch or verl that
+PYTHONPATH puts before site-packages is still the one the probes import, as the training's
+workers will), refuses to go on when a standard-library module is already loaded from outside
+the standard library, and only then unpickles the bundle's function and calls it. It names no
+module but sys, which every Python process has loaded, so nothing is looked up on the path
+before the path is set. (Ray's own worker code imports what it needs before either runs, under
+the job's path: a module planted for Ray itself is beyond this, as README's threat model says.)
 """
 import sys
 
@@ -29,8 +32,36 @@ def task(ray, function):
     return isolated
 
 
+def actor(ray, cls):
+    """cls, wrapped for ray.remote(...) as an actor: its bytes are unpickled on the worker only
+    after the path is set, and each method runs under that path too. Call a method of the
+    handle as handle.call.remote("name", *args)."""
+    payload = ray.cloudpickle.dumps(cls)
+
+    class Isolated:
+        def __init__(self, *args, **kwargs):
+            self.instance = call(payload, args, kwargs)
+
+        def call(self, method, *args, **kwargs):
+            return guarded(getattr(self.instance, method), args, kwargs)
+
+    Isolated.__name__ = Isolated.__qualname__ = cls.__name__
+    return Isolated
+
+
 def call(payload, args, kwargs):
     """On the worker: set the path, check the loaded modules, then run the bundle's function."""
+    return guarded(_load_and_call, (payload, args, kwargs), {})
+
+
+def _load_and_call(payload, args, kwargs):
+    import pickle  # the standard library's: guarded() has put it first on the path
+    return pickle.loads(payload)(*args, **kwargs)
+
+
+def guarded(function, args, kwargs):
+    """function(*args, **kwargs) with the standard library first on the path, refused when a
+    standard-library module is already loaded from elsewhere; the path is restored after."""
     saved = list(sys.path)
     sys.path[:] = standard_first(sys.path, sys.modules["os"].environ.get("PYTHONPATH", ""))
     try:
@@ -39,8 +70,7 @@ def call(payload, args, kwargs):
             raise ShadowedModule("standard-library module(s) loaded from outside the standard "
                                  f"library on this node: {', '.join(shadowed[:5])} — remove the "
                                  "file(s) from PYTHONPATH's folders")
-        import pickle  # the standard library's, now first on the path
-        return pickle.loads(payload)(*args, **kwargs)
+        return function(*args, **kwargs)
     finally:
         sys.path[:] = saved
 

@@ -14,6 +14,7 @@ import time
 from typing import Any, Dict, List, Tuple
 
 from ..run.findings import Finding, finding
+from . import isolated
 
 AGENT_SECONDS = 20.0
 CONNECT_SECONDS = 3.0
@@ -58,13 +59,13 @@ def check_node_agents(ctx) -> List[Finding]:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     import twgrpo
     ray.cloudpickle.register_pickle_by_value(twgrpo)
-    agent_class = ray.remote(num_cpus=0, max_restarts=0)(NodeAgent)
+    agent_class = ray.remote(num_cpus=0, max_restarts=0)(isolated.actor(ray, NodeAgent))
     agents = {o: agent_class.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
         node_id=r["node_id"], soft=False)).remote() for o, r in nodes}
     deadline = time.monotonic() + AGENT_SECONDS
     found: List[Finding] = []
     try:
-        refs = {agents[o].connect.remote(targets_of(ctx, o)): o for o in agents}
+        refs = {agents[o].call.remote("connect", targets_of(ctx, o)): o for o in agents}
         clocks = {o: _clock(ray, agent, deadline) for o, agent in agents.items()}
         ready, late = ray.wait(list(refs), num_returns=len(refs),
                                timeout=max(deadline - time.monotonic(), 1))
@@ -109,7 +110,7 @@ def _clock(ray, agent, deadline: float) -> Dict[str, Any]:
     for _ in range(CLOCK_SAMPLES):
         before = time.time()
         try:
-            remote = ray.get(agent.now.remote(), timeout=max(deadline - time.monotonic(), 0.5))
+            remote = ray.get(agent.call.remote("now"), timeout=max(deadline - time.monotonic(), 0.5))
         except Exception:  # a dead or slow agent: the port check names it
             break
         after = time.time()
