@@ -10,7 +10,8 @@ MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
 ##@ Knobs (set on the command line, e.g. make verify-inputs PREP_ROOT=/mnt/my-volume)
 PREP_ROOT ?= /mnt/rlinf-reproduction# where THIS box mounts the shared volume (the tutorial's prep-box path)
 STORAGE_ROOT ?= /mnt/verl-reproduction# where the training JOB mounts the same volume (pasted text, submit, rayjob)
-PROFILE ?=# a profile in tools/verl/two-worker-grpo/profiles/ (empty: tutorial-2x2-a100)
+PROFILE ?=# a profile in tools/verl/two-worker-grpo/profiles/ (empty: tutorial-2x2-a100), or with SITE one in SITE
+SITE ?=# your site's folder of profiles, outside the checkout: PROFILE=<name> is SITE/<name>.env (never hashed into the bundle)
 RUN_ID ?=# the run to check afterwards, e.g. make postflight RUN_ID=exp-001
 REPORT_HTML ?=# make report: write the page here instead of report.html in the run folder
 REPORT_REFERENCE ?=# make report: a run beside RUN_ID drawn as a second series (default: a resumed run's parent; none: no reference)
@@ -62,6 +63,8 @@ SLURM_IMAGE ?=# sbatch: the verl image: pyxis a registry reference or .sqsh, App
 SLURM_JOIN_TIMEOUT ?= 300# sbatch: seconds every node has to join the Ray cluster
 SLURM_RAY_PORT ?= 6379# sbatch: the Ray head's port on the allocation's first node
 
+# PROFILE as the tools take it: a bundle profile's name, or with SITE the site profile's file.
+PROFILE_ARG = $(if $(SITE),$(if $(PROFILE),$(abspath $(SITE))/$(PROFILE).env,$(error SITE=$(SITE) needs PROFILE=<name>, a profile in that folder)),$(PROFILE))
 VERIFY := $(PYTHON) -I -B tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py
 BUNDLE := $(PYTHON) prep/bundle.py
 SUBMIT := $(PYTHON) prep/submit.py
@@ -74,42 +77,42 @@ help: ## Show this help
 
 ##@ Prep box: before the job
 .PHONY: new-profile prepare-inputs pin-inputs verify-inputs verify-scripts checksums install-tools driver-command runtime-env check-profile prune
-new-profile: ## Write profiles/NAME.env from FROM, without input pins (then edit, prepare, pin)
-	$(PYTHON) prep/new-profile.py --from="$(FROM)" --name="$(NAME)"
+new-profile: ## Write profiles/NAME.env (with SITE: SITE/NAME.env) from FROM, without input pins (then edit, prepare, pin)
+	$(PYTHON) prep/new-profile.py --from="$(FROM)" --name="$(NAME)" --site="$(SITE)"
 prepare-inputs: ## Put the profile's verl, model and data (GSM8K, or DATA_CONVERTER's) on PREP_ROOT
-	$(PYTHON) prep/prepare-inputs.py prepare --prep-root="$(PREP_ROOT)" --profile="$(PROFILE)" --verl-mirror="$(VERL_MIRROR)" --model-source="$(MODEL_SOURCE)" --gsm8k-source="$(GSM8K_SOURCE)" --data-source="$(DATA_SOURCE)"
+	$(PYTHON) prep/prepare-inputs.py prepare --prep-root="$(PREP_ROOT)" --profile="$(PROFILE_ARG)" --verl-mirror="$(VERL_MIRROR)" --model-source="$(MODEL_SOURCE)" --gsm8k-source="$(GSM8K_SOURCE)" --data-source="$(DATA_SOURCE)"
 pin-inputs: ## Write PREP_ROOT's input hashes into PROFILE (no PROFILE: profiles/local.env), then make checksums
-	$(PYTHON) prep/prepare-inputs.py pin --prep-root="$(PREP_ROOT)" --profile="$(PROFILE)" --name="$(NAME)" $(if $(FORCE),--force)
+	$(PYTHON) prep/prepare-inputs.py pin --prep-root="$(PREP_ROOT)" --profile="$(PROFILE_ARG)" --name="$(NAME)" $(if $(FORCE),--force)
 check-profile: ## Every rule on PROFILE that needs no cluster (batch sizes, rollout TP, lengths, EXTRA_OVERRIDES, pins)
-	@$(VERIFY) check-profile --profile="$(PROFILE)" --storage-root="$(PREP_ROOT)"
+	@$(VERIFY) check-profile --profile="$(PROFILE_ARG)" --storage-root="$(PREP_ROOT)"
 verify-inputs: ## Check verl, model and data on PREP_ROOT against the profile's pins
-	$(VERIFY) inputs --profile="$(PROFILE)" --storage-root="$(PREP_ROOT)"
+	$(VERIFY) inputs --profile="$(PROFILE_ARG)" --storage-root="$(PREP_ROOT)"
 verify-scripts: ## Compile every script (py_compile, bash -n) and check every hash; make test lints
 	$(BUNDLE) verify-scripts
 checksums: ## Regenerate runtime-env.json, checksums/SHA256SUMS and the launcher's pin
 	$(BUNDLE) checksums
-install-tools: ## Copy the bundle to its own version folder under PREP_ROOT/tools/verl/two-worker-grpo/, verify it there
-	$(BUNDLE) install --prep-root="$(PREP_ROOT)" $(if $(FORCE),--force)
+install-tools: ## Copy the bundle to its own version folder under PREP_ROOT/tools/verl/two-worker-grpo/, verify it there; SITE's profiles beside it
+	$(BUNDLE) install --prep-root="$(PREP_ROOT)" --site="$(SITE)" $(if $(FORCE),--force)
 prune: ## Remove installed bundle versions older than the KEEP newest, except those a run names or uses; say why each stays
 	$(PYTHON) prep/prune.py --prep-root="$(PREP_ROOT)" --keep="$(KEEP)"
 driver-command: ## Print the Driver command to paste into the job form (the same for every run)
-	@$(BUNDLE) driver-command "$(STORAGE_ROOT)" --profile="$(PROFILE)" --ignored-run-id="$(RUN_ID)"
+	@$(BUNDLE) driver-command "$(STORAGE_ROOT)" --profile="$(PROFILE_ARG)" --ignored-run-id="$(RUN_ID)"
 runtime-env: ## Print the RuntimeEnv JSON to paste into the job form
-	@$(VERIFY) runtime-env --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)" --bundle-version="$$($(BUNDLE) version)"
+	@$(VERIFY) runtime-env --profile="$(PROFILE_ARG)" --storage-root="$(STORAGE_ROOT)" --bundle-version="$$($(BUNDLE) version)"
 
 ##@ Submit: from the prep box to a Ray cluster's job server, as a KubeRay RayJob, or as a Slurm batch job
 .PHONY: submit stop logs rayjob sbatch
 submit: ## Submit the run RUN_ID to RAY_ADDRESS's job server, follow it, exit with its verdict
-	@$(SUBMIT) submit --address="$(RAY_ADDRESS)" --run-id="$(RUN_ID)" --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)" --prep-root="$(PREP_ROOT)" --bundle="$(SUBMIT_BUNDLE)" $(JOB_VARS)
+	@$(SUBMIT) submit --address="$(RAY_ADDRESS)" --run-id="$(RUN_ID)" --profile="$(PROFILE_ARG)" --storage-root="$(STORAGE_ROOT)" --prep-root="$(PREP_ROOT)" --bundle="$(SUBMIT_BUNDLE)" $(JOB_VARS)
 stop: ## Stop the submitted run RUN_ID (it leaves FAILED with signal=TERM)
 	@$(SUBMIT) stop --address="$(RAY_ADDRESS)" --run-id="$(RUN_ID)"
 logs: ## Print the submitted run RUN_ID's log and status; FOLLOW=1 follows it: phase, step k of N, s/step, ETA, heartbeat, verdict
 	@$(SUBMIT) logs --address="$(RAY_ADDRESS)" --run-id="$(RUN_ID)" --prep-root="$(PREP_ROOT)" $(if $(FOLLOW),--follow)
 rayjob: ## Print a KubeRay RayJob (ray.io/v1) that runs RUN_ID: kubectl apply -f -
-	@$(PYTHON) prep/rayjob.py --run-id="$(RUN_ID)" --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)" --image="$(RAYJOB_IMAGE)" --claim="$(RAYJOB_CLAIM)" --head-gpus="$(RAYJOB_HEAD_GPUS)" --bundle="$(SUBMIT_BUNDLE)" --rdma="$(RAYJOB_RDMA)" --ipc-lock="$(RAYJOB_IPC_LOCK)" --node-selector="$(RAYJOB_NODE_SELECTOR)" --tolerations="$(RAYJOB_TOLERATIONS)" --affinity="$(RAYJOB_AFFINITY)" --head-resources="$(RAYJOB_HEAD_RESOURCES)" --worker-resources="$(RAYJOB_WORKER_RESOURCES)" --pull-secrets="$(RAYJOB_PULL_SECRETS)" --service-account="$(RAYJOB_SERVICE_ACCOUNT)" --secret-env="$(RAYJOB_SECRET_ENV)" --overlay="$(RAYJOB_OVERLAY)" --retries="$(RAYJOB_RETRIES)" $(JOB_VARS)
+	@$(PYTHON) prep/rayjob.py --run-id="$(RUN_ID)" --profile="$(PROFILE_ARG)" --storage-root="$(STORAGE_ROOT)" --image="$(RAYJOB_IMAGE)" --claim="$(RAYJOB_CLAIM)" --head-gpus="$(RAYJOB_HEAD_GPUS)" --bundle="$(SUBMIT_BUNDLE)" --rdma="$(RAYJOB_RDMA)" --ipc-lock="$(RAYJOB_IPC_LOCK)" --node-selector="$(RAYJOB_NODE_SELECTOR)" --tolerations="$(RAYJOB_TOLERATIONS)" --affinity="$(RAYJOB_AFFINITY)" --head-resources="$(RAYJOB_HEAD_RESOURCES)" --worker-resources="$(RAYJOB_WORKER_RESOURCES)" --pull-secrets="$(RAYJOB_PULL_SECRETS)" --service-account="$(RAYJOB_SERVICE_ACCOUNT)" --secret-env="$(RAYJOB_SECRET_ENV)" --overlay="$(RAYJOB_OVERLAY)" --retries="$(RAYJOB_RETRIES)" $(JOB_VARS)
 
 sbatch: ## Print a Slurm batch script that runs RUN_ID on an allocation: make sbatch ... > job.sh && sbatch job.sh
-	@$(PYTHON) prep/sbatch.py --run-id="$(RUN_ID)" --profile="$(PROFILE)" --storage-root="$(STORAGE_ROOT)" --bundle="$(SUBMIT_BUNDLE)" --partition="$(SLURM_PARTITION)" --account="$(SLURM_ACCOUNT)" --time="$(SLURM_TIME)" --gpus="$(SLURM_GPUS)" --container="$(SLURM_CONTAINER)" --image="$(SLURM_IMAGE)" --join-timeout="$(SLURM_JOIN_TIMEOUT)" --ray-port="$(SLURM_RAY_PORT)" $(JOB_VARS)
+	@$(PYTHON) prep/sbatch.py --run-id="$(RUN_ID)" --profile="$(PROFILE_ARG)" --storage-root="$(STORAGE_ROOT)" --bundle="$(SUBMIT_BUNDLE)" --partition="$(SLURM_PARTITION)" --account="$(SLURM_ACCOUNT)" --time="$(SLURM_TIME)" --gpus="$(SLURM_GPUS)" --container="$(SLURM_CONTAINER)" --image="$(SLURM_IMAGE)" --join-timeout="$(SLURM_JOIN_TIMEOUT)" --ray-port="$(SLURM_RAY_PORT)" $(JOB_VARS)
 
 ##@ Afterwards: on the prep box
 .PHONY: postflight audit report runs compare

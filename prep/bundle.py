@@ -247,7 +247,11 @@ def cmd_install(args: argparse.Namespace) -> int:
     parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=".installing-", dir=parent))
     install_files(staged, force=True)
-    return install_version(Path(args.prep_root), staged)
+    status = install_version(Path(args.prep_root), staged)
+    if status or not args.site:
+        return status
+    from prep import site  # the site's profiles, beside every version (prep/site.py)
+    return site.install(Path(args.prep_root), Path(args.site))
 
 
 def main(argv=None) -> int:
@@ -260,6 +264,8 @@ def main(argv=None) -> int:
     p.add_argument("dest", nargs="?", help="the bundle folder itself (make smoke's scratch volume)")
     p.add_argument("--prep-root", help="the volume: installs into its tools/verl/two-worker-grpo/")
     p.add_argument("--force", action="store_true")
+    p.add_argument("--site", default="", help="a folder of site profiles: each installed under "
+                   "two-worker-grpo-profiles/<name>/<sha256>.env on the volume (make install-tools SITE=)")
     p = sub.add_parser("driver-command")
     p.add_argument("storage_root")
     p.add_argument("--profile", default="")

@@ -9,6 +9,7 @@ and `unset -f` then removes functions named exec, [, echo or cat (a backslash ke
 off). Shell startup files and variables (BASH_ENV, SHELLOPTS, PS4) act before the first line,
 so make submit, rayjob and sbatch refuse them as job variables (prep/jobspec.py). LATEST is read
 only when it is a regular file, and 64 bytes of it at most: a FIFO there cannot hang the message.
+A site profile (prep/site.py) is pinned by its own sha256 in PROFILE_SHA256, next to PROFILE.
 """
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ import sys
 from pathlib import Path
 
 from prep.bundle import BUNDLE, BUNDLES_REL, LAUNCHER_NAME, SUMS, sha256, version_of
+from prep import site  # noqa: E402  (after prep.bundle, which puts the bundle's twgrpo on the path)
 from twgrpo.formats import sums  # noqa: E402  (the one SHA256SUMS reader; prep.bundle set the path)
+from twgrpo.run.findings import UsageError
+from twgrpo.run.profile import load_profile
 
 DRIVER = """\
 # The job's environment variables: RUN_ID=<a new name> (required); SAVE_FREQ=<N> saves
@@ -59,8 +63,9 @@ def stale_profile(launcher: Path, profile: str) -> str:
 
 def cmd_driver_command(args: argparse.Namespace) -> int:
     root = args.storage_root.rstrip("/") or "/"
-    for value, name in ((root, "STORAGE_ROOT"), (args.profile, "PROFILE"), (args.run_id, "RUN_ID"),
-                        (args.bundle_dir, "--bundle-dir")):
+    site_profile = site.is_site(args.profile)
+    for value, name in ((root, "STORAGE_ROOT"), ("" if site_profile else args.profile, "PROFILE"),
+                        (args.run_id, "RUN_ID"), (args.bundle_dir, "--bundle-dir")):
         if value and not re.match(r"^[A-Za-z0-9/._-]+$", value):
             print(f"driver-command: {name}={value!r} holds characters a job form would mangle; "
                   "use letters, digits, '/', '.', '_' and '-'", file=sys.stderr)
@@ -71,12 +76,18 @@ def cmd_driver_command(args: argparse.Namespace) -> int:
         return 2
     launcher = Path(args.launcher)
     profiles = launcher.parent / "profiles"
-    if args.profile and not (profiles / f"{args.profile}.env").is_file():
+    if site_profile:
+        try:  # a site profile: pinned below by its own sha256, never by the bundle's hash chain
+            pinned = load_profile(args.profile)
+        except UsageError as exc:
+            print(f"driver-command: {exc}", file=sys.stderr)
+            return 2
+    elif args.profile and not (profiles / f"{args.profile}.env").is_file():
         known = ", ".join(sorted(p.stem for p in profiles.glob("*.env")))
         print(f"driver-command: PROFILE={args.profile} is not a profile of the bundle; set PROFILE= "
-              f"to one of: {known}", file=sys.stderr)
+              f"to one of: {known}, or name your site's folder: SITE=<folder>", file=sys.stderr)
         return 2
-    stale = stale_profile(launcher, args.profile)
+    stale = "" if site_profile else stale_profile(launcher, args.profile)
     if stale:
         print(f"driver-command: {stale}", file=sys.stderr)
         return 2
@@ -85,7 +96,10 @@ def cmd_driver_command(args: argparse.Namespace) -> int:
               "same for every run; put RUN_ID=<a new name> in the job form's environment "
               "variables instead", file=sys.stderr)
     exports = [f"export STORAGE_ROOT={root}"]
-    exports += [f"export PROFILE={args.profile}"] if args.profile else []
+    if site_profile:
+        exports += [f"export PROFILE={pinned.PROFILE_NAME} PROFILE_SHA256={pinned.sha256}"]
+    else:
+        exports += [f"export PROFILE={args.profile}"] if args.profile else []
     exports += [f"export RUN_ID={args.run_id}"] if args.run_id else []
     # --bundle-dir: a flat install in that exact folder (make smoke's and the tests' volumes)
     parent, version = (args.bundle_dir.rstrip("/").rsplit("/", 1) if args.bundle_dir

@@ -30,7 +30,7 @@ CLIENT_SIDE = ("working_dir", "excludes", "py_modules")
 JOB_VARIABLES = ("RUN_ID", "SAVE_FREQ", "RESUME_FROM", "KILL_GRACE", "PROBE_TIMEOUT",
                  "COLLECTIVE_PROBE", "COLLECTIVE_TIMEOUT", "STALL_FIRST_STEP", "STALL_STEP_FLOOR")
 # Set by the Driver command itself: a job variable of the same name would be overridden there.
-COMMAND_VARIABLES = ("STORAGE_ROOT", "PROFILE")
+COMMAND_VARIABLES = ("STORAGE_ROOT", "PROFILE", "PROFILE_SHA256")
 # Ray's `job stop` sends TERM, then KILL after RAY_JOB_STOP_WAIT_TIME_S (Ray's default 3 s):
 # give the launcher time to write FAILED and stop its phase (TERM, KILL_GRACE, then KILL).
 STOP_WAIT_S = 60
@@ -148,5 +148,5 @@ def job_spec(storage_root: str, profile: str, bundle_dir: Optional[Path],
         f"{storage_root.rstrip('/')}/{rel}/rollout" if part == unversioned else part
         for part in env_vars["PYTHONPATH"].split(":"))
     return {"submission_id": run_id, "entrypoint": entrypoint(command), "runtime_env": runtime_env,
-            "metadata": {"run_id": run_id, "profile": profile or "default",
+            "metadata": {"run_id": run_id, "profile": Path(profile).stem if profile else "default",
                          "storage_root": storage_root}}

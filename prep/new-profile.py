@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Summary: Start a profile of your own from an existing one, with no input pins to fake.
 
-Usage: prep/new-profile.py --from PROFILE --name NAME [--set KEY=value ...]
+Usage: prep/new-profile.py --from PROFILE --name NAME [--site DIR] [--set KEY=value ...]
 
-Writes tools/verl/two-worker-grpo/profiles/<NAME>.env: FROM's lines with PROFILE_NAME=NAME and
+Writes DIR/<NAME>.env with --site (make SITE=: your site's folder outside the checkout, see
+prep/site.py; FROM may then name a profile there too), else the bundle's
+tools/verl/two-worker-grpo/profiles/<NAME>.env: FROM's lines with PROFILE_NAME=NAME and
 each --set value, and without the input pins (the SHA256SUMS hashes and the data's row counts
 TRAIN_ROWS, TEST_ROWS), which only make pin-inputs writes, from inputs it has checked and
 measured. Until then verify-inputs and check-profile say so (INP-E070). A profile that exists is
@@ -53,6 +55,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="new-profile.py", description=__doc__.splitlines()[0])
     parser.add_argument("--from", dest="source", default="", help="the profile to start from")
     parser.add_argument("--name", default="", help="the new profile's name")
+    parser.add_argument("--site", default="", help="your site's folder of profiles (make SITE=)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=value")
     args = parser.parse_args(argv)
     if not args.name or not NAME.match(args.name):
@@ -67,9 +70,15 @@ def main(argv=None) -> int:
                   f"PROFILE_NAME and {', '.join(PINS)}", file=sys.stderr)
             return 2
         values[key] = value
-    target = PROFILE_DIR / f"{args.name}.env"
+    site = Path(args.site).absolute() if args.site else None
+    if site is not None and not site.is_dir():
+        print(f"new-profile: SITE={args.site} is not a folder; create it (mkdir -p {args.site}) "
+              "or name your site's folder of profiles", file=sys.stderr)
+        return 2
+    target = (site or PROFILE_DIR) / f"{args.name}.env"
+    mine = site / f"{args.source}.env" if site is not None and args.source else None
     try:
-        source = load_profile(args.source or None)
+        source = load_profile(str(mine) if mine is not None and mine.is_file() else args.source or None)
         text = new_profile_text(source.path, args.name, values)
         parse_profile_text(text, str(target))  # the result must be a valid profile
     except UsageError as exc:
@@ -80,12 +89,14 @@ def main(argv=None) -> int:
               "that profile.", file=sys.stderr)
         return 1
     target.write_text(text, encoding="utf-8")
+    knobs = f"PROFILE={args.name}" + (f" SITE={args.site}" if site is not None else "")
+    install = f"install-tools SITE={args.site}" if site is not None else "checksums install-tools"
     print(f"new-profile: wrote {target} from {source.PROFILE_NAME}, without input pins.\n"
           f"  next: edit what differs (NODES, GPUS_PER_NODE, GPU_MODEL, MODEL_*, sizes), then\n"
-          f"  make check-profile PROFILE={args.name}\n"
-          f"  make prepare-inputs PROFILE={args.name} PREP_ROOT=<volume>\n"
-          f"  make pin-inputs PROFILE={args.name} PREP_ROOT=<volume>\n"
-          f"  make checksums install-tools PREP_ROOT=<volume>")
+          f"  make check-profile {knobs}\n"
+          f"  make prepare-inputs {knobs} PREP_ROOT=<volume>\n"
+          f"  make pin-inputs {knobs} PREP_ROOT=<volume>\n"
+          f"  make {install} PREP_ROOT=<volume>")
     return 0
 
 

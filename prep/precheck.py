@@ -13,12 +13,12 @@ import itertools
 from pathlib import Path
 from typing import List, Optional
 
-from prep import bundle
+from prep import bundle, site
 from twgrpo.checks import checkpoint
 from twgrpo.checks.resume import TRACKER
 from twgrpo.formats import bounded
 from twgrpo.run.findings import Finding, finding
-from twgrpo.run.profile import DEFAULT_PROFILE, NAME
+from twgrpo.run.profile import DEFAULT_PROFILE, NAME, Profile
 from twgrpo.run.runpaths import run_dir
 
 MAX_STEPS_TRIED = 20  # checkpoint folders looked at, newest first: bounded on any volume
@@ -136,7 +136,7 @@ def check_resume_from(prep_root: Path, resume_from: str, run_id: str,
 
 
 def before_sending(prep_root: str, rel: str, bundle_dir: Path, profile: str, run_id: str,
-                   resume_from: str, world_size: int) -> List[Finding]:
+                   resume_from: str, loaded: Profile) -> List[Finding]:
     """Every check, all run; an empty list lets the job go. Without PREP_ROOT: one warning."""
     root = Path(prep_root) if prep_root else None
     if root is None or not root.is_dir():
@@ -144,7 +144,14 @@ def before_sending(prep_root: str, rel: str, bundle_dir: Path, profile: str, run
                         "box: the bundle version, profile, RESUME_FROM and RUN_ID were not "
                         "checked before sending — set PREP_ROOT= to this box's mount of the volume")]
     found = check_bundle_installed(root, rel, bundle_dir)
-    if not found:  # its profile is worth comparing only once the version is there
+    if site.is_site(profile):  # beside every version, under its own sha256
+        wrong = site.installed(root, loaded)
+        found += [] if wrong is None else [finding(
+            "SUB-E131", str(loaded.path), f"site profile {loaded.PROFILE_NAME} (sha256 "
+            f"{loaded.sha256[:12]}…) {wrong}: the job would not find the profile checked here — "
+            f"run make install-tools SITE={loaded.path.parent} PREP_ROOT={prep_root}, then submit "
+            "again")]
+    elif not found:  # its profile is worth comparing only once the version is there
         found = check_profile_installed(root, rel, bundle_dir, profile)
     return [*found, *check_run_id_new(root, run_id),
-            *check_resume_from(root, resume_from, run_id, world_size)]
+            *check_resume_from(root, resume_from, run_id, loaded.world_size)]

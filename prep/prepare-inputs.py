@@ -23,8 +23,9 @@ prepare (make prepare-inputs), on the prep box, which may reach the network:
   overwritten: it is reported with what to do.
 pin (make pin-inputs) writes the prepared inputs' hashes, revision and row counts (measured
   from the parquet footers) into
-  profiles/<name>.env (default: --profile's own, in place; local.env without --profile); a pin
-  that differs from one already there is replaced only with --force. Then `make checksums`.
+  profiles/<name>.env (default: --profile's own, in place; local.env without --profile; a site
+  profile's folder for a site profile); a pin that differs from one already there is replaced
+  only with --force. Then `make checksums` (a site profile: make install-tools SITE=<folder>).
 Exit codes: 0 done, 1 a part failed or differs, 2 usage error or a missing tool.
 """
 from __future__ import annotations
@@ -316,7 +317,8 @@ def cmd_pin(args: argparse.Namespace, profile: Profile) -> int:
         return 1
     # Into the named profile (PROFILE=<name>), or local.env when the default profile was used.
     name = args.name or (profile.PROFILE_NAME if args.profile else "local")
-    target = PROFILE_DIR / f"{name}.env"
+    mine = "/" in args.profile or args.profile.endswith(".env")  # a site profile (prep/site.py)
+    target = (profile.path.parent if mine else PROFILE_DIR) / f"{name}.env"
     in_place = target.resolve() == profile.path.resolve()
     text = pin.profile_text(profile, name, values, "" if in_place else
                             f"Pinned by make pin-inputs from {profile.PROFILE_NAME} and the inputs "
@@ -333,8 +335,9 @@ def cmd_pin(args: argparse.Namespace, profile: Profile) -> int:
     except RecordError as exc:
         print(f"prepare-inputs: {exc}", file=sys.stderr)
         return 1
-    say(f"wrote {target}; now run: make checksums && make verify-inputs PROFILE={name} "
-        f"PREP_ROOT={args.prep_root}")
+    then = f"make verify-inputs PROFILE={name} SITE={target.parent}" if mine else \
+        f"make checksums && make verify-inputs PROFILE={name}"
+    say(f"wrote {target}; now run: {then} PREP_ROOT={args.prep_root}")
     return 0
 
 

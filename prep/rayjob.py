@@ -29,12 +29,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from prep import jobspec, overlay, podspec, yamltext  # noqa: E402
+from prep import jobspec, overlay, podspec, site, yamltext  # noqa: E402
 from prep.submit import job_variables  # noqa: E402
 from prep.jobs_api import JobsError  # noqa: E402
 from twgrpo.formats import bounded  # noqa: E402
 from twgrpo.run.findings import UsageError  # noqa: E402
-from twgrpo.run.profile import DEFAULT_PROFILE, load_profile  # noqa: E402
+from twgrpo.run.profile import DEFAULT_PROFILE  # noqa: E402
 
 VOLUME = "shared-volume"
 MAX_NAME = 47  # KubeRay refuses longer RayJob names (it derives cluster and service names)
@@ -187,8 +187,7 @@ def main(argv=None) -> int:
                             f"{secret}=<secret name>/<key>")
         variables.update({"RUN_ID": args.run_id, IMAGE_VARIABLE: args.image})
         spec = jobspec.job_spec(args.storage_root, args.profile, bundle_dir, variables)
-        name = args.profile or DEFAULT_PROFILE
-        profile = load_profile(str(bundle_dir / "profiles" / f"{name}.env"))
+        profile = site.profile_of(bundle_dir, args.profile, DEFAULT_PROFILE)
         head_gpus = head_gpu_count(args.head_gpus, profile.GPUS_PER_NODE)
         retries = retry_count(args.retries, variables.get("SAVE_FREQ") or str(profile.SAVE_FREQ))
         if retries and not variables.get("RESUME_FROM"):  # each retry resumes its attempts

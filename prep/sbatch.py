@@ -24,11 +24,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from prep import jobspec  # noqa: E402
+from prep import jobspec, site  # noqa: E402
 from prep.jobs_api import JobsError  # noqa: E402
 from prep.submit import job_variables  # noqa: E402
 from twgrpo.run.findings import UsageError  # noqa: E402
-from twgrpo.run.profile import DEFAULT_PROFILE, load_profile  # noqa: E402
+from twgrpo.run.profile import DEFAULT_PROFILE  # noqa: E402
 
 BODY = HERE / "slurm-job.bash"
 CONTAINERS = ("", "none", "pyxis", "apptainer")
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
         variables = job_variables(args.var)
         variables["RUN_ID"] = args.run_id
         spec = jobspec.job_spec(args.storage_root, args.profile, bundle_dir, variables)
-        profile = load_profile(str(bundle_dir / "profiles" / f"{args.profile or DEFAULT_PROFILE}.env"))
+        profile = site.profile_of(bundle_dir, args.profile, DEFAULT_PROFILE)
         if args.gpus not in ("", "0", str(profile.GPUS_PER_NODE)):
             raise usage(f"SLURM_GPUS={args.gpus!r}: ask for the profile's {profile.GPUS_PER_NODE} "
                         "GPUs per node (empty) or none (0) — set SLURM_GPUS= or 0")

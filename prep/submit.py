@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from prep import jobspec, outcome, precheck, progress  # noqa: E402
+from prep import jobspec, outcome, precheck, progress, site  # noqa: E402
 from prep.jobs_api import TERMINAL, JobsClient, JobsError, TooLarge, parse_address  # noqa: E402
 from twgrpo.run.findings import UsageError  # noqa: E402
-from twgrpo.run.profile import DEFAULT_PROFILE, load_profile  # noqa: E402
+from twgrpo.run.profile import DEFAULT_PROFILE  # noqa: E402
 
 PROG = "submit"
 STOP_WAIT_S = jobspec.STOP_WAIT_S + 30  # how long `stop` waits for the job to end
@@ -167,10 +167,10 @@ def job_variables(items) -> dict:
 def refused_here(args: argparse.Namespace, variables: dict) -> bool:
     """precheck.py's checks on PREP_ROOT; each finding printed, then one line naming them all."""
     bundle_dir = Path(args.bundle) if args.bundle else jobspec.bundle.BUNDLE
-    profile = load_profile(str(bundle_dir / "profiles" / f"{args.profile or DEFAULT_PROFILE}.env"))
+    profile = site.profile_of(bundle_dir, args.profile, DEFAULT_PROFILE)
     rel = jobspec.installed_rel(args.storage_root, bundle_dir if args.bundle else None)
     found = precheck.before_sending(args.prep_root, rel, bundle_dir, args.profile, args.run_id,
-                                    variables.get("RESUME_FROM", ""), profile.world_size)
+                                    variables.get("RESUME_FROM", ""), profile)
     for item in found:
         say(f"({item.id}) {item.message}")
     errors = [item.id for item in found if item.level == "error"]
@@ -183,7 +183,8 @@ def refused_here(args: argparse.Namespace, variables: dict) -> bool:
 def cmd_submit(args: argparse.Namespace, client: JobsClient) -> int:
     variables = job_variables(args.var)
     variables["RUN_ID"] = jobspec.check_run_id(args.run_id)
-    profile = (Path(args.bundle) if args.bundle else jobspec.bundle.BUNDLE) / "profiles" / \
+    profile = Path(args.profile) if site.is_site(args.profile) else \
+        (Path(args.bundle) if args.bundle else jobspec.bundle.BUNDLE) / "profiles" / \
         f"{args.profile or DEFAULT_PROFILE}.env"
     # The checks on PREP_ROOT first: they take milliseconds, the spec a subprocess (an unknown
     # profile is the spec's to name, SUB-E010).

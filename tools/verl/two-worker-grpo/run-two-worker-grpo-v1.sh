@@ -19,8 +19,10 @@
 # TERM and INT, so a signal to the whole process group cannot take the log down first.
 #
 # Environment: STORAGE_ROOT (required), RUN_ID (required, new, at most 128 characters),
-#   PROFILE (a profile in profiles/, default the tutorial's 2x2 A100), PROBE_TIMEOUT (seconds
-#   above 0, at most 86400, default 120), COLLECTIVE_PROBE (nccl, the default: NCCL on every
+#   PROFILE (a profile in profiles/, default the tutorial's 2x2 A100; or a site profile, whose
+#   sha256 the Driver command pins in PROFILE_SHA256: tools/verl/two-worker-grpo-profiles/
+#   <name>/<sha256>.env on the volume, from make install-tools SITE=<folder>), PROBE_TIMEOUT
+#   (seconds above 0, at most 86400, default 120), COLLECTIVE_PROBE (nccl, the default: NCCL on every
 #   GPU node, then Gloo; gloo: Gloo alone, no GPU; off) and COLLECTIVE_TIMEOUT (seconds its
 #   ranks get to meet and all-reduce, default 60), STALL_FIRST_STEP and STALL_STEP_FLOOR
 #   (the training watchdog: seconds until the first step line, default 3600, or off; later
@@ -80,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=03e9a35854d019a9ba0593ceb5f6c47b582c2e02d5ae08aab5040363d1b1cb54
+readonly BUNDLE_SUMS_SHA256=ab6403cb61b244828fba04d4ebcad5346d0e63999522738d0999fe48074633a0
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
@@ -92,7 +94,7 @@ readonly CHECKER="$BUNDLE_DIR/check-bundle-v1.py"
 # Globals. The job's environment gives STORAGE_ROOT, RUN_ID and the rest (checked in Python by
 # `verify request`, which also sets the next nine); the others track the run as it goes.
 PROFILE=${PROFILE:-} # a profile name in profiles/; empty: the bundle's default profile
-PROFILE_NAME=""      # the profile's own name, passed to every later verifier call
+PROFILE_NAME=""      # its name (a site profile: its installed file), for each later verifier call
 RUN_DIR_PLANNED=""   # where the run folder will be, before it is claimed
 KILL_GRACE=${KILL_GRACE:-10}       # seconds a phase gets between TERM and KILL (validated)
 PROBE_TIMEOUT=${PROBE_TIMEOUT:-120} # seconds preflight waits for the node probes (validated)

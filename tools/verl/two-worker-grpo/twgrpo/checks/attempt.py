@@ -28,7 +28,7 @@ from ..run import heartbeat, jobidentity
 from ..run.findings import UsageError
 from ..run.humane import parse_time
 from ..run.preemption import stop_of
-from ..run.profile import load_profile
+from ..run.profile import requested_profile
 from ..run.runpaths import run_dir
 from ..run.runverdict import failed_fields, latest_verdict, success_text
 
@@ -196,7 +196,7 @@ def request_env(env: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]
                                        or env.get("RESUME_FROM") == "auto"):
         return env, settings
     try:
-        profile = load_profile(env.get("PROFILE") or None)
+        profile = requested_profile(root, env.get("PROFILE", ""), env.get("PROFILE_SHA256", ""))
     except UsageError:
         return env, settings  # the request check names the profile's problem
     run_id, resume_from, notes = plan(Path(root), env["RUN_ID"], env.get("RESUME_FROM", ""),

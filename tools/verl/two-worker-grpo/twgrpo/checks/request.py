@@ -1,8 +1,8 @@
 """The run request, checked before the launcher writes anything: every job variable (STORAGE_ROOT,
-RUN_ID, PROFILE, SAVE_FREQ, RESUME_FROM, KILL_GRACE, PROBE_TIMEOUT, COLLECTIVE_PROBE,
-COLLECTIVE_TIMEOUT, STALL_FIRST_STEP, STALL_STEP_FLOOR, TMPDIR, TRACE), the profile's
-values, the volume, the input folders and the run folder to be. Each problem is one line with
-its finding id and what to do; the launcher stops (exit 2) before it claims a RUN_ID.
+RUN_ID, PROFILE, PROFILE_SHA256, SAVE_FREQ, RESUME_FROM, KILL_GRACE, PROBE_TIMEOUT,
+COLLECTIVE_PROBE, COLLECTIVE_TIMEOUT, STALL_FIRST_STEP, STALL_STEP_FLOOR, TMPDIR, TRACE), the
+profile's values, the volume, the input folders and the run folder to be. Each problem is one
+line with its finding id and what to do; the launcher stops (exit 2) before it claims a RUN_ID.
 
 On success it prints shell assignments (each value quoted by shlex) that the launcher evaluates:
 the run's paths and the validated numbers, so the shell parses nothing itself.
@@ -19,7 +19,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from . import attempt
 from ..run.findings import UsageError
-from ..run.profile import NAME, Profile, load_profile
+from ..run.profile import NAME, SHA256, Profile, requested_profile
 from ..run.runpaths import run_dir
 
 PROG = "run-two-worker-grpo-v1"
@@ -82,7 +82,12 @@ def variable_problems(env: Mapping[str, str]) -> List[str]:
     profile = env.get("PROFILE", "")
     if profile and (not RUN_ID_FORM.match(profile) or profile.endswith(".env")):
         problems.append(f"(LAUNCH-E009) PROFILE '{profile}' must name a profile in the bundle "
-                        "(profiles/<name>.env, hash-checked), not a path")
+                        "(profiles/<name>.env, hash-checked) or a site profile, not a path")
+    digest = env.get("PROFILE_SHA256", "")
+    if digest and (not SHA256.match(digest) or not profile):
+        problems.append(f"(LAUNCH-E096) PROFILE_SHA256 '{digest[:80]}' must be the sha256 of the "
+                        "site profile PROFILE names, as the Driver command sets both — re-copy it: "
+                        "make driver-command SITE=<folder> PROFILE=<name>")
     grace = env.get("KILL_GRACE") or DEFAULT_KILL_GRACE
     if not re.match(r"^[1-9][0-9]{0,3}$", grace):
         problems.append(f"(LAUNCH-E016) KILL_GRACE '{grace}' must be a whole number of seconds "
@@ -138,10 +143,13 @@ def volume_problems(env: Mapping[str, str]) -> Tuple[Profile, Path]:
         raise RequestError([f"(LAUNCH-E006) STORAGE_ROOT {root} is not writable — mount the "
                             "volume read-write"])
     try:
-        profile = load_profile(env.get("PROFILE") or None)
+        profile = requested_profile(root, env.get("PROFILE", ""), env.get("PROFILE_SHA256", ""))
     except UsageError as exc:
+        if str(exc).startswith("(LAUNCH-E095)"):
+            raise RequestError([str(exc)])
         raise RequestError([f"{exc}", f"(LAUNCH-E009) profile '{env.get('PROFILE') or 'default'}' "
-                            "cannot be used (see above) — pick one in the bundle's profiles/"])
+                            "cannot be used (see above) — pick one in the bundle's profiles/, or "
+                            "a site profile through its Driver command"])
     for folder in (profile.verl_root(root), profile.model_root(root), profile.data_root(root)):
         if not folder.is_dir():
             raise RequestError([f"(LAUNCH-E007) input folder {folder} is missing — prepare and "
@@ -166,7 +174,10 @@ def check(env: Mapping[str, str]) -> Dict[str, str]:
         raise RequestError(problems)
     env, preemption = _attempt(env)
     profile, planned = volume_problems(env)
-    return {**preemption, "PROFILE_NAME": profile.PROFILE_NAME, "RUN_DIR_PLANNED": str(planned),
+    # Every later verifier call names the profile so: a bundle profile by its name, a site
+    # profile by its installed file (whose name is its sha256, checked on every load).
+    named = str(profile.path) if env.get("PROFILE_SHA256") else profile.PROFILE_NAME
+    return {**preemption, "PROFILE_NAME": named, "RUN_DIR_PLANNED": str(planned),
             "KILL_GRACE": env.get("KILL_GRACE") or DEFAULT_KILL_GRACE,
             "PROBE_TIMEOUT": env.get("PROBE_TIMEOUT") or DEFAULT_PROBE_TIMEOUT,
             "COLLECTIVE_TIMEOUT": env.get("COLLECTIVE_TIMEOUT") or DEFAULT_COLLECTIVE_TIMEOUT,

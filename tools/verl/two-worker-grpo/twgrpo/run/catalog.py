@@ -13,7 +13,9 @@ CATALOG = {
     "LAUNCH-E006": ("STORAGE_ROOT is not writable", "Give the mount read-write access in the job form."),
     "LAUNCH-E007": ("an input folder is missing", "Prepare and check the inputs on the prep box: make prepare-inputs verify-inputs."),
     "LAUNCH-E008": ("the run folder exists", "Set a new RUN_ID for every run, clone or retry; a run folder is never reused."),
-    "LAUNCH-E009": ("the profile cannot be used", "Set PROFILE to a profile name in the installed bundle's profiles/ (see the message for the problem)."),
+    "LAUNCH-E009": ("the profile cannot be used", "Set PROFILE to a profile name in the installed bundle's profiles/, or print the Driver command for a site profile (make driver-command SITE=<folder> PROFILE=<name>); see the message for the problem."),
+    "LAUNCH-E095": ("the site profile the Driver command pins is not installed on the volume", "Install the site's profiles from the prep box (make install-tools SITE=<folder> PREP_ROOT=<volume>), or re-copy the Driver command if the profile was edited since (make driver-command SITE=<folder> PROFILE=<name>)."),
+    "LAUNCH-E096": ("PROFILE_SHA256 is not a sha256 or comes without PROFILE", "Leave PROFILE_SHA256 to the Driver command: make driver-command SITE=<folder> PROFILE=<name> prints both."),
     "LAUNCH-E010": ("the bundle's SHA256SUMS is missing", "Install the bundle: make install-tools STORAGE_ROOT=<prep box mount>."),
     "LAUNCH-E011": ("SHA256SUMS differs from the launcher's pin", "The installed bundle is not the one this launcher was pinned to: reinstall it (make install-tools FORCE=1)."),
     "LAUNCH-E012": ("a bundle file differs from SHA256SUMS", "Someone changed an installed file: reinstall (make install-tools FORCE=1); to change it on purpose, edit the repo and run make checksums."),
@@ -88,6 +90,7 @@ CATALOG = {
     "PROF-E004": ("a profile lacks a required key", "Add the key (the message says what it holds); make new-profile FROM=<profile> starts from a complete one."),
     "PROF-E005": ("a profile value is not valid for its key", "Use a value of the form the message names (words such as ib, sglang or true in any case; the message suggests the nearest); TARGET_STEPS=auto needs a train split of at least one full batch."),
     "PROF-E006": ("a profile's PROFILE_NAME differs from its file name", "Rename the file or set PROFILE_NAME to its name: runs, reports and resumes name the profile by it."),
+    "PROF-E008": ("an installed site profile differs from the sha256 its file name pins", "The file under two-worker-grpo-profiles/ on the volume was changed after make install-tools: move it away and install the site's profiles again (make install-tools SITE=<folder> PREP_ROOT=<volume>)."),
     "PROF-E007": ("a profile changed after make checksums", "What is printed or submitted from an edited profile would not be what the job reads (the installed, pinned bytes): run make checksums, then make install-tools, or undo the edit."),
     # Inputs (prep box and launcher)
     "INP-E001": ("storage is an overlay mount", "Mount the shared volume itself; an overlay is the container's private disk, not shared storage."),
@@ -317,7 +320,7 @@ CATALOG = {
     # make submit's checks on PREP_ROOT before anything is sent (prep/precheck.py)
     "SUB-W001": ("PREP_ROOT is not mounted: nothing was checked before sending", "Set PREP_ROOT= to this box's mount of the job's volume, so make submit can check the installed bundle, the profile, RESUME_FROM and RUN_ID before the cluster sees the job."),
     "SUB-E130": ("the bundle version the Driver command pins is not installed", "Run make install-tools PREP_ROOT=<this box's mount>, then submit again (re-copying the Driver command prints the same version)."),
-    "SUB-E131": ("the profile sent is not the installed one", "The profile was edited after the bundle was installed: run make checksums, then make install-tools, then submit again."),
+    "SUB-E131": ("the profile sent is not the installed one", "The profile was edited after it was installed: for a bundle profile run make checksums, then make install-tools; for a site profile make install-tools SITE=<folder>; then submit again."),
     "SUB-E132": ("RESUME_FROM names no earlier run on PREP_ROOT", "Set RESUME_FROM to the RUN_ID of a preempted run of this volume (make runs lists them), to auto, or leave it empty."),
     "SUB-E133": ("RESUME_FROM's run has no complete checkpoint to resume", "Resume a run that saved a complete checkpoint (SAVE_FREQ=<N>), or start a new run without RESUME_FROM; the message names what is missing."),
     "SUB-E134": ("make logs FOLLOW=1: the run folder does not appear", "Without RAY_ADDRESS the run is followed from its folder on PREP_ROOT: check RUN_ID and PREP_ROOT, and that the job (RayJob, Slurm) has started; with RAY_ADDRESS the job server is asked instead."),

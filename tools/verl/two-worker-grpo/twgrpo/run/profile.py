@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 import re
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -16,6 +17,9 @@ from .findings import Finding, UsageError, finding
 BUNDLE_DIR = Path(__file__).resolve().parents[2]  # twgrpo/run/profile.py -> the bundle folder
 PROFILE_DIR = BUNDLE_DIR / "profiles"
 DEFAULT_PROFILE = "tutorial-2x2-a100"
+# A site's own profiles on the volume, outside every bundle version: each installed once under
+# its own sha256 (two-worker-grpo-profiles/<name>/<sha256>.env), which the Driver command pins.
+SITE_PROFILES_REL = Path("tools/verl/two-worker-grpo-profiles")
 
 SHA1 = re.compile(r"^[0-9a-f]{40}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -166,6 +170,7 @@ ADDED_LATER = ("VERL_SUMS_SHA256",)
 class Profile:
     values: Dict[str, str]
     path: Path
+    sha256: str = ""  # of the file it was read from; empty when made from text
 
     def __getattr__(self, key: str):
         values = self.__dict__.get("values", {})
@@ -213,8 +218,8 @@ class Profile:
         return env_lines(self.values)
 
     def to_json(self) -> Dict[str, object]:
-        return {"name": self.PROFILE_NAME, "path": str(self.path), "values": dict(self.values),
-                "world_size": self.world_size}
+        return {"name": self.PROFILE_NAME, "path": str(self.path), "sha256": self.sha256,
+                "values": dict(self.values), "world_size": self.world_size}
 
 
 def env_lines(values: Dict[str, str]) -> str:
@@ -320,20 +325,56 @@ def refuse_unlisted(path: Path) -> None:
                          "reinstall the bundle (make install-tools FORCE=1)")
 
 
+def site_profile_path(root: Path, name: str, digest: str) -> Path:
+    """Where make install-tools puts a site profile of that name and sha256 on the volume."""
+    return Path(root) / SITE_PROFILES_REL / name / f"{digest}.env"
+
+
+def installed_site_profile(path: Path) -> bool:
+    """Whether path is laid out as two-worker-grpo-profiles/<name>/<sha256>.env: its file name
+    is its pin."""
+    return (path.parent.parent.name == SITE_PROFILES_REL.name and bool(SHA256.match(path.stem))
+            and path.suffix == ".env")
+
+
+def requested_profile(root: str, name: str, digest: str) -> Profile:
+    """The profile a job asks for: PROFILE names a profile of the bundle (hash-listed in its
+    SHA256SUMS) or, with the PROFILE_SHA256 the Driver command pins, a site profile installed
+    on the volume mounted at root."""
+    if not digest:
+        return load_profile(name or None)
+    path = site_profile_path(Path(root), name, digest)
+    if not path.is_file():
+        raise UsageError(f"(LAUNCH-E095) site profile {name} with sha256 {digest[:12]}… is not "
+                         f"installed in {path.parent} — install it from the prep box: make "
+                         "install-tools SITE=<folder> PREP_ROOT=<volume> (or, if the profile was "
+                         "edited since, re-copy the Driver command: make driver-command SITE=...)")
+    return load_profile(str(path))
+
+
 def load_profile(name_or_path: Optional[str] = None) -> Profile:
     path = resolve_profile_path(name_or_path)
     if path.exists():
         refuse_unlisted(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
+        data = path.read_bytes()
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         known = ", ".join(sorted(p.stem for p in PROFILE_DIR.glob("*.env")))
-        raise UsageError(f"cannot read profile {path}: {exc.strerror} (bundle profiles: {known})")
-    profile = parse_profile_text(text, str(path))
-    if path.suffix == ".env" and profile.PROFILE_NAME != path.stem:
+        why = getattr(exc, "strerror", None) or "not UTF-8 text"
+        raise UsageError(f"cannot read profile {path}: {why} (bundle profiles: {known})")
+    digest = hashlib.sha256(data).hexdigest()
+    site = installed_site_profile(path)
+    if site and digest != path.stem:
+        raise ProfileError(str(path), [finding(
+            "PROF-E008", f"profile {path}", f"its content has sha256 {digest}, not the one its "
+            "file name pins: the installed site profile was changed on the volume")])
+    profile = dataclasses.replace(parse_profile_text(text, str(path)), sha256=digest)
+    own = path.parent.name if site else path.stem
+    if path.suffix == ".env" and profile.PROFILE_NAME != own:
         raise ProfileError(str(path), [finding(
             "PROF-E006", f"profile {path}", f"PROFILE_NAME={profile.PROFILE_NAME} differs from its "
-            f"file name {path.stem}; rename one of them")])
+            f"file name {own}; rename one of them")])
     return profile
 
 
@@ -341,4 +382,5 @@ def with_overrides(profile: Profile, **values: object) -> Profile:
     """The profile with some values replaced (command-line flags), validated like the file."""
     merged = dict(profile.values)
     merged.update({k: str(v) for k, v in values.items() if v is not None})
-    return parse_profile_text(env_lines(merged), str(profile.path))
+    return dataclasses.replace(parse_profile_text(env_lines(merged), str(profile.path)),
+                               sha256=profile.sha256)

@@ -7,6 +7,7 @@ records the profile the run used, which postflight and report read back.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import List, Tuple
 
@@ -14,12 +15,12 @@ from ..formats import bounded
 from . import typed
 
 from .findings import UsageError
-from .profile import ADDED_LATER, NAME, Profile, env_lines, parse_profile_text
+from .profile import ADDED_LATER, NAME, SHA256, Profile, env_lines, parse_profile_text
 from .runfolder import refuse_symlinked
 
 
 MAX_RUN_JSON = 1 << 20  # run.json is a few KiB (a resumed 64-node run's lineage some 200 KiB)
-PROFILE = {"name": str, "values": typed.Need(typed.Map(str))}
+PROFILE = {"name": str, "sha256": str, "values": typed.Need(typed.Map(str))}
 MAX_RUN_ID = 128  # the launcher's limit too: a run folder name must fit every file system
 # A run folder holds at least one of these; a folder with none is not a run (nothing to judge).
 RUN_FILES = ("run.json", "driver.log", "training.log", "inputs.json", "preflight.json")
@@ -64,4 +65,6 @@ def recorded_profile(record: Path) -> Profile:
         text = env_lines({**{key: "" for key in ADDED_LATER}, **values})
     except ValueError as exc:
         raise UsageError(f"{record}: cannot read the run's profile ({exc}); pass --profile")
-    return parse_profile_text(text, f"{record} (profile {name[:80]})")
+    profile = parse_profile_text(text, f"{record} (profile {name[:80]})")
+    digest = data["profile"].get("sha256", "")  # of the file the run read (older runs: none)
+    return dataclasses.replace(profile, sha256=digest) if SHA256.match(digest) else profile
