@@ -71,9 +71,12 @@ def main(argv=None) -> int:
             return 2
         values[key] = value
     site = Path(args.site).absolute() if args.site else None
-    if site is not None and not site.is_dir():
-        print(f"new-profile: SITE={args.site} is not a folder; create it (mkdir -p {args.site}) "
-              "or name your site's folder of profiles", file=sys.stderr)
+    try:  # the site's folder is made on first use; it holds nothing of the checkout's
+        if site is not None:
+            site.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"new-profile: SITE={args.site} cannot be a folder of profiles: {exc.strerror} — "
+              "name a folder you can write, outside the checkout", file=sys.stderr)
         return 2
     target = (site or PROFILE_DIR) / f"{args.name}.env"
     mine = site / f"{args.source}.env" if site is not None and args.source else None

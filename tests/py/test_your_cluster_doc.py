@@ -3,6 +3,7 @@ profile lines applied as the reader would edit them. The network stands in local
 a scratch folder, and prepare-inputs gets VERL_MIRROR (verl-standin as a git repository whose
 commit the copy's tutorial profile pins), MODEL_SOURCE (a sharded model of 4 shards and its index)
 and GSM8K_SOURCE (GSM8K-format jsonl with the real split sizes, 7473 and 1319 rows)."""
+import hashlib
 import json
 import re
 import shutil
@@ -18,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "your-cluster.md"
 PROFILES = Path("tools/verl/two-worker-grpo/profiles")
 DOC_ROOT = "/mnt/rlinf-reproduction"
+DOC_SITE = "/srv/twgrpo-site"
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t", "HOME": "/tmp", "PATH": "/usr/bin:/bin"}
 
@@ -80,8 +82,8 @@ def apply_profile_lines(path, block):
     path.write_text(text, encoding="utf-8")
 
 
-def make(repo, line, volume, extra=()):
-    words = [w.replace(DOC_ROOT, str(volume)) for w in line.split()]
+def make(repo, line, volume, site, extra=()):
+    words = [w.replace(DOC_ROOT, str(volume)).replace(DOC_SITE, str(site)) for w in line.split()]
     assert words[0] == "make", line
     return subprocess.run(["make", "-s", "-C", str(repo), *words[1:], *extra, f"PYTHON={sys.executable}"],
                           capture_output=True, text=True, timeout=300)
@@ -93,21 +95,26 @@ def test_the_worked_example_runs_as_written(tmp_path):
     repo = copy_repo(tmp_path / "repo")
     volume = tmp_path / "vol"
     volume.mkdir()
+    site = tmp_path / "site"  # made by new-profile
     commit, local = sources(tmp_path)
     tutorial = repo / PROFILES / "tutorial-2x2-a100.env"
     tutorial.write_text(re.sub(r"(?m)^VERL_COMMIT=.*$", f"VERL_COMMIT={commit}", tutorial.read_text()))
+    subprocess.run([sys.executable, "prep/bundle.py", "checksums"], cwd=repo, check=True,
+                   capture_output=True)  # the copy's own pin of that commit, then a clean tree
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "checkout"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, env=GIT_ENV)
     lines = commands()
-    assert lines[0] == "make new-profile FROM=tutorial-2x2-a100 NAME=h100-4x8-ib"
-    out = make(repo, lines[0], volume)
+    assert lines[0] == f"make new-profile FROM=tutorial-2x2-a100 NAME=h100-4x8-ib SITE={DOC_SITE}"
+    out = make(repo, lines[0], volume, site)
     assert out.returncode == 0, out.stderr
-    profile = repo / PROFILES / "h100-4x8-ib.env"
+    profile = site / "h100-4x8-ib.env"
     assert not re.search(r"(?m)^\w+_SUMS_SHA256=", profile.read_text())
     (values,) = blocks("env")
     apply_profile_lines(profile, values)
     outputs = {}
     for line in lines[1:]:
         extra = [f"{k}={v}" for k, v in local.items()] if "prepare-inputs" in line else []
-        out = make(repo, line, volume, extra)
+        out = make(repo, line, volume, site, extra)
         first_check = line.startswith("make check-profile") and "check-profile" not in outputs
         if first_check:  # before pin-inputs: the pins, and no verl yet to read the keys from
             assert out.returncode != 0
@@ -126,9 +133,17 @@ def test_the_worked_example_runs_as_written(tmp_path):
     assert re.search(r"(?m)^MODEL_SUMS_SHA256=[0-9a-f]{64}$", pinned)
     assert re.search(r"(?m)^DATA_SUMS_SHA256=[0-9a-f]{64}$", pinned)
     assert not (repo / PROFILES / "local.env").exists()
+    assert not (repo / PROFILES / "h100-4x8-ib.env").exists()
+    # the site's profile lives outside the checkout: not one file of it changed
+    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], check=True,
+                            capture_output=True, text=True, env=GIT_ENV).stdout
+    assert status == ""
+    digest = hashlib.sha256(profile.read_bytes()).hexdigest()
+    installed = volume / "tools/verl/two-worker-grpo-profiles/h100-4x8-ib" / f"{digest}.env"
+    assert installed.read_bytes() == profile.read_bytes()
+    assert f"export PROFILE=h100-4x8-ib PROFILE_SHA256={digest}" in outputs["driver-command"]
     env = json.loads(outputs["runtime-env"])["env_vars"]
     assert (env["NCCL_IB_DISABLE"], env["NCCL_IB_HCA"], env["NCCL_SOCKET_IFNAME"],
             env["WANDB_MODE"]) == ("0", "mlx5", "eth0", "offline")
-    assert "export PROFILE=h100-4x8-ib" in outputs["driver-command"]
     assert (volume / "models/huggingface/Qwen/Qwen2.5-7B-Instruct/"
             "a09a35458c702b33eeacc393d103063234e8bc28/model-00004-of-00004.safetensors").is_file()
