@@ -299,7 +299,8 @@ def cmd_prepare(args: argparse.Namespace, profile: Profile) -> int:
         return 1
     say(f"done; check them with: make verify-inputs PREP_ROOT={root}"
         + (f" PROFILE={args.profile}" if args.profile else "")
-        + " (fresh downloads differ from the tutorial's pins: make pin-inputs, then make checksums)")
+        + (" (then pin them: make pin-inputs)" if "/" in args.profile else
+           " (fresh downloads differ from the tutorial's pins: make pin-inputs, then make checksums)"))
     return 0
 
 
