@@ -15,7 +15,9 @@ prepare (make prepare-inputs), on the prep box, which may reach the network:
          config), or the Hugging Face snapshot of DATASET_ID at DATASET_REVISION; converted to
          verl v0.6 rows by our converter, with SHA256SUMS and dataset-manifest.json.
   data   or, when the profile sets DATA_CONVERTER (a script under ROOT): python3 SCRIPT OUT_DIR
-         [--data-source] writes train.parquet and test.parquet into OUT_DIR; rows verl cannot read
+         [SOURCE] writes train.parquet and test.parquet into OUT_DIR, SOURCE being --data-source,
+         or without it (DATASET_HUB=huggingface) the Hugging Face dataset repo DATASET_ID at
+         DATASET_REVISION, downloaded whole; rows verl cannot read
          (data_source, prompt messages, reward_model.ground_truth) are refused; the manifest
          records the script's sha256, which pin writes into DATA_CONVERTER_SHA256.
   Each part is staged beside its final folder and published by one rename, so an interrupted
@@ -212,6 +214,27 @@ def download_gsm8k(profile: Profile, into: Path) -> Path:
                            "GSM8K_SOURCE=<a local copy>") from None
 
 
+def download_dataset(profile: Profile, into: Path) -> Path:
+    """The Hugging Face dataset repo DATASET_ID at DATASET_REVISION (a commit, so the bytes a
+    converter reads are pinned), whole, for DATA_CONVERTER to read."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise PrepareError("the huggingface_hub client is not installed: pip install "
+                           "huggingface_hub, or pass DATA_SOURCE=<a local copy>") from None
+    say(f"data: downloading {profile.DATASET_ID} at {profile.DATASET_REVISION} from Hugging Face "
+        f"for {profile.DATA_CONVERTER}")
+    shutil.rmtree(into, ignore_errors=True)
+    try:
+        return Path(snapshot_download(profile.DATASET_ID, repo_type="dataset",
+                                      revision=profile.DATASET_REVISION, local_dir=str(into)))
+    except Exception as exc:
+        shutil.rmtree(into, ignore_errors=True)
+        raise PrepareError(f"Hugging Face download of {profile.DATASET_ID} at "
+                           f"{profile.DATASET_REVISION} failed: {exc} — check the network and the "
+                           "revision, or pass DATA_SOURCE=<a local copy>") from None
+
+
 def convert_with_script(profile: Profile, root: Path, source: str, staging: Path) -> Dict[str, object]:
     """Run DATA_CONVERTER (python3 SCRIPT OUT_DIR [SOURCE]) into staging, refuse what verl could not
     read; the manifest's converter fields, with the sha256 of the script that ran."""
@@ -256,8 +279,21 @@ def prepare_data(profile: Profile, root: Path, source: str) -> str:
         return "kept (verified against its SHA256SUMS)"
     staging = layout.staging_for(final)
     if profile.DATA_CONVERTER:
-        made = convert_with_script(profile, root, source, staging)
-        return _publish_data(profile, source or "", made, staging, final)
+        origin = source
+        if not source and profile.DATASET_HUB == "huggingface":  # the repo at its revision
+            try:
+                origin = str(download_dataset(profile, staging.parent / f".{staging.name}.download"))
+            except PrepareError:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+        try:
+            made = convert_with_script(profile, root, origin, staging)
+        finally:
+            if origin != source:
+                shutil.rmtree(origin, ignore_errors=True)
+        where = source or (f"huggingface:{profile.DATASET_ID}@{profile.DATASET_REVISION}"
+                           if origin else "")
+        return _publish_data(profile, where, made, staging, final)
     origin = Path(source) if source else download_gsm8k(profile, staging / ".download")
     counts: Dict[str, int] = {}
     for split in ("train", "test"):

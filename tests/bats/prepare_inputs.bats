@@ -267,6 +267,35 @@ converter_profile() {  # a profile whose data docs/examples/csv_to_verl.py makes
   assert_output --partial "did not make the data"
 }
 
+@test "without DATA_SOURCE the converter reads the Hugging Face dataset repo at its pinned revision" {
+  converter_profile
+  mkdir -p "$BATS_TEST_TMPDIR/empty"
+  PYTHONPATH="$BATS_TEST_TMPDIR/empty" PYTHONNOUSERSITE=1 prepare PROFILE=mine PYTHON="python3 -S"
+  assert_failure
+  assert_output --partial "data: the huggingface_hub client is not installed: pip install huggingface_hub, or pass DATA_SOURCE="
+  run find "$VOL/datasets/huggingface/me/arith/v1" -mindepth 2
+  assert_output ""  # nothing published, no staging left
+  # a stand-in client that copies the CSV folder, as snapshot_download would the dataset repo
+  mkdir -p "$BATS_TEST_TMPDIR/hub/huggingface_hub"
+  cat >"$BATS_TEST_TMPDIR/hub/huggingface_hub/__init__.py" <<PY
+import shutil
+def snapshot_download(repo_id, repo_type=None, revision=None, local_dir=None, **kwargs):
+    open("$BATS_TEST_TMPDIR/hub/called", "w").write(f"{repo_id} {repo_type} {revision}")
+    shutil.copytree("$BATS_TEST_TMPDIR/csv", local_dir, dirs_exist_ok=True)
+    return local_dir
+PY
+  PYTHONPATH="$BATS_TEST_TMPDIR/hub" prepare PROFILE=mine
+  assert_success
+  assert_line "prepare-inputs: data: downloading me/arith at v1 from Hugging Face for converters/csv_to_verl.py"
+  assert_line "prepare-inputs: data: train: 3 rows written by converters/csv_to_verl.py"
+  assert_equal "$(cat "$BATS_TEST_TMPDIR/hub/called")" "me/arith dataset v1"
+  local data=$VOL/datasets/huggingface/me/arith/v1/processed/verl-v0.6.0-v1
+  run python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["source"])' "$data/dataset-manifest.json"
+  assert_output "huggingface:me/arith@v1"
+  run find "$VOL/datasets" -name '*.download'
+  assert_output ""  # the snapshot is not kept beside the data
+}
+
 @test "a converter whose rows verl cannot read is refused, and nothing is published" {
   converter_profile
   sed -i 's/"ground_truth": answer.strip()/"answer": answer.strip()/' "$VOL/converters/csv_to_verl.py"
