@@ -195,3 +195,17 @@ def test_yaml_keys_and_values_with_newlines_read_back_exactly():
     from prep import yamltext
     data = {"a\n": "x\ny: z", "b": ["c\n", "d: e\n"], "plain": "v"}
     assert yaml.safe_load(yamltext.dump(data)) == data
+
+
+def test_a_site_profiles_rayjob_pins_its_sha256_and_is_labelled_with_its_name(capsys, validator,
+                                                                            tmp_path):
+    text = (bundle.BUNDLE / "profiles" / "smoke-1x1.env").read_text()
+    path = tmp_path / "ours.env"
+    path.write_text(text.replace("PROFILE_NAME=smoke-1x1", "PROFILE_NAME=ours"))
+    status, out, err = printed(capsys, "--run-id", "exp-001", "--profile", str(path))
+    assert status == 0, err
+    document = yaml.safe_load(out)
+    assert errors(validator, document) == []
+    digest = load_profile(str(path)).sha256
+    assert f"export PROFILE=ours PROFILE_SHA256={digest}" in document["spec"]["entrypoint"]
+    assert document["metadata"]["labels"]["two-worker-grpo/profile"] == "ours"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from prep import bundle, outcome, submit
+from prep import bundle, outcome, site, submit
 from twgrpo.run.runpaths import run_dir
 
 JOB_ROOT = "/mnt/verl-reproduction"
@@ -182,3 +182,25 @@ def test_a_job_that_died_before_its_run_folder_shows_the_drivers_own_line():
            "install-tools\nmore noise\n")
     assert outcome.error_line(log).startswith("driver: (LAUNCH-E046) bundle bundle-0123")
     assert outcome.error_line("Traceback\nValueError: x\n") is None
+
+
+def test_a_site_profile_must_be_installed_under_its_sha256_before_sending(capsys, server, installed,
+                                                                         tmp_path):
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    text = (bundle.BUNDLE / "profiles" / "smoke-1x1.env").read_text()
+    (site_dir / "ours.env").write_text(text.replace("PROFILE_NAME=smoke-1x1", "PROFILE_NAME=ours"))
+    code = submit.main(["submit", "--address", server, "--run-id", "exp-9", "--storage-root",
+                        JOB_ROOT, "--prep-root", str(installed), "--profile",
+                        str(site_dir / "ours.env")])
+    err = capsys.readouterr().err
+    assert code == 2 and "(SUB-E131) site profile ours (sha256 " in err
+    assert f"make install-tools SITE={site_dir}" in err
+    assert Recorder.seen == []
+    assert site.install(installed, site_dir, say=lambda line: None) == 0
+    code = submit.main(["submit", "--address", server, "--run-id", "exp-9", "--storage-root",
+                        JOB_ROOT, "--prep-root", str(installed), "--profile",
+                        str(site_dir / "ours.env")])
+    err = capsys.readouterr().err
+    assert code == 2 and "(SUB-E004)" in err and "SUB-E13" not in err  # it was sent
+    assert Recorder.seen == [("GET", "/api/version")]
