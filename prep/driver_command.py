@@ -98,8 +98,9 @@ def cmd_driver_command(args: argparse.Namespace) -> int:
     exports = [f"export STORAGE_ROOT={root}"]
     if site_profile:
         exports += [f"export PROFILE={pinned.PROFILE_NAME} PROFILE_SHA256={pinned.sha256}"]
-    else:
-        exports += [f"export PROFILE={args.profile}"] if args.profile else []
+    else:  # a bundle profile: no PROFILE_SHA256 of the job's environment may make it a site one
+        exports += [f"export PROFILE={args.profile}; \\unset PROFILE_SHA256" if args.profile
+                    else "\\unset PROFILE_SHA256"]
     exports += [f"export RUN_ID={args.run_id}"] if args.run_id else []
     # --bundle-dir: a flat install in that exact folder (make smoke's and the tests' volumes)
     parent, version = (args.bundle_dir.rstrip("/").rsplit("/", 1) if args.bundle_dir

@@ -10,6 +10,8 @@ profile goes by its name.
 """
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import List, Optional
 
 from twgrpo.formats import hashing
 from twgrpo.run.findings import UsageError
-from twgrpo.run.profile import Profile, load_profile, site_profile_path
+from twgrpo.run.profile import PROFILE_DIR, Profile, load_profile, site_profile_path
 
 
 def is_site(profile: str) -> bool:
@@ -40,7 +42,8 @@ def installed(root: Path, profile: Profile) -> Optional[str]:
         have = hashing.sha256_file(target)
     except OSError:
         return f"is not installed in {target.parent}"
-    return None if have == profile.sha256 else f"differs from its pin in {target}"
+    return None if have == profile.sha256 else \
+        f"differs from its pin in {target} (or is not a regular file)"
 
 
 def install(root: Path, site: Path, say=print) -> int:
@@ -63,24 +66,44 @@ def install(root: Path, site: Path, say=print) -> int:
         say("install: no site profile was installed; fix the profile(s) above "
             "(make check-profile SITE=... PROFILE=<name>), then install again")
         return 1
+    shadowing = [p.PROFILE_NAME for p in profiles
+                 if (PROFILE_DIR / f"{p.PROFILE_NAME}.env").exists()]
+    if shadowing:
+        say(f"install: site profile(s) {', '.join(shadowing)} have the name of a profile the bundle "
+            "ships; no site profile was installed. Rename them (PROFILE_NAME and the file): runs "
+            "and reports name a profile by its name")
+        return 1
     status = 0
     for profile in profiles:
         target = site_profile_path(root, profile.PROFILE_NAME, profile.sha256)
         short = f"site profile {profile.PROFILE_NAME} (sha256 {profile.sha256[:12]}…)"
-        if os.path.lexists(target):
-            wrong = installed(root, profile)
-            say(f"install: {short} is already installed in {target}" if wrong is None else
-                f"install: (PROF-E008) {target} {wrong}: it was changed on the volume; move it "
-                "away, then install again")
-            status |= wrong is not None
+        try:
+            if os.path.lexists(target):
+                wrong = installed(root, profile)
+                say(f"install: {short} is already installed in {target}" if wrong is None
+                    else f"install: (PROF-E008) {target} {wrong}: move it away, then install "
+                    "again")
+                status |= wrong is not None
+                continue
+            data = profile.path.read_bytes()
+            if hashlib.sha256(data).hexdigest() != profile.sha256:  # edited while installing
+                say(f"install: {profile.path} changed while it was installed; nothing was "
+                    "written for it — install again")
+                status = 1
+                continue
+            _write_read_only(target, data)
+        except OSError as exc:
+            say(f"install: (GEN-E020) cannot install {short} at {target}: {exc.strerror or exc} — "
+                "make that folder writable, or move what is in the way")
+            status = 1
             continue
-        _write_read_only(target, profile.path.read_bytes())
         say(f"install: {short} installed in {target}")
     return status
 
 
 def _write_read_only(target: Path, data: bytes) -> None:
-    """target, created whole (a temporary file linked into place) and read-only."""
+    """target, created whole (a temporary file linked into place) and read-only; on a volume
+    without hard links, created exclusively and written (a torn one fails its own sha256)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".installing",
                                      dir=target.parent)
@@ -90,6 +113,15 @@ def _write_read_only(target: Path, data: bytes) -> None:
             stream.flush()
             os.fsync(stream.fileno())
         os.chmod(temporary, 0o444)
-        os.link(temporary, target)  # refuses a file that appeared meanwhile
+        try:
+            os.link(temporary, target)  # refuses a file that appeared meanwhile
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                raise
+            out = os.open(str(target), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            with os.fdopen(out, "wb") as stream:
+                stream.write(data)
+                stream.flush()
+                os.fsync(stream.fileno())
     finally:
         os.unlink(temporary)

@@ -96,7 +96,7 @@ setup() {
   run driver_command exp-001
   assert_success
   assert_line "export STORAGE_ROOT=$STORAGE"
-  assert_line "export PROFILE=test-fixture"
+  assert_line 'export PROFILE=test-fixture; \unset PROFILE_SHA256'
   assert_line "case \$(/usr/bin/env sha256sum \"\$launcher\") in"
   assert_line "  \"$(sha256sum "$BUNDLE/run-two-worker-grpo-v1.sh" | cut -d' ' -f1) \"*) echo \"driver: \$launcher verified (bundle \$v)\"; \\exec /usr/bin/env bash --noprofile --norc -p \"\$launcher\" ;;"
 }

@@ -110,11 +110,26 @@ installed_file() {
   run bash -c "${command/PROFILE_SHA256=/PROFILE_SHA256=x}"
   assert_failure 2
   assert_output --partial "(LAUNCH-E096)"
-  PROFILE=test-fixture
-  command=$(driver_command "$RUN_ID")
-  run env PROFILE_SHA256="$(sha256sum "$SITE/ours.env" | cut -d' ' -f1)" bash -c "${command/export PROFILE=test-fixture/unset PROFILE}"
+  run env -u PROFILE bash -c "${command/export PROFILE=ours /export }"
   assert_failure 2
   assert_output --partial "(LAUNCH-E096)"
+  # a bundle profile's command clears a PROFILE_SHA256 the job's environment may carry
+  PROFILE=test-fixture
+  run driver_command "$RUN_ID"
+  assert_output --partial $'export PROFILE=test-fixture; \\unset PROFILE_SHA256\n'
+}
+
+@test "a site profile that names a shipped profile, or a FIFO in the site folder, is refused at once" {
+  sed 's/^PROFILE_NAME=.*/PROFILE_NAME=smoke-1x1/' "$SITE/ours.env" >"$SITE/smoke-1x1.env"
+  run install_site
+  assert_failure
+  assert_output --partial "have the name of a profile the bundle ships"
+  rm "$SITE/smoke-1x1.env"
+  mkfifo "$SITE/zz.env"
+  run timeout 20 bash -c "$(declare -f install_site); REPO=$REPO VENV=$VENV STORAGE=$STORAGE SITE=$SITE install_site"
+  assert_failure 1
+  assert_output --partial "not a regular file"
+  assert_file_not_exist "$STORAGE/tools/verl/two-worker-grpo-profiles"
 }
 
 @test "a job variable cannot set PROFILE_SHA256 through make submit, rayjob or sbatch" {

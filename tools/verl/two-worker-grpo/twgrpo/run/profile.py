@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import errno
 import hashlib
 import re
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from ..formats import bounded
 from .findings import Finding, UsageError, finding
 
 BUNDLE_DIR = Path(__file__).resolve().parents[2]  # twgrpo/run/profile.py -> the bundle folder
@@ -20,6 +22,7 @@ DEFAULT_PROFILE = "tutorial-2x2-a100"
 # A site's own profiles on the volume, outside every bundle version: each installed once under
 # its own sha256 (two-worker-grpo-profiles/<name>/<sha256>.env), which the Driver command pins.
 SITE_PROFILES_REL = Path("tools/verl/two-worker-grpo-profiles")
+MAX_PROFILE_BYTES = 1 << 20  # a profile is a page of KEY=value lines
 
 SHA1 = re.compile(r"^[0-9a-f]{40}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -39,7 +42,8 @@ ROLLOUT_ENGINES = {"sglang": "sglang", "vllm": "vllm", "hf": HF_ROLLOUT_MODULE}
 
 # key -> (form, meaning). Every key is required; an empty value is allowed only where noted.
 FIELDS: Dict[str, tuple] = {
-    "PROFILE_NAME": (NAME, "the profile's name, equal to its file name"),
+    "PROFILE_NAME": (re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(?<!\.env)\Z"),
+                     "the profile's name, equal to its file name (not ending in .env)"),
     "VERL_COMMIT": (SHA1, "verl git commit checked out under code/verl/<commit>/"),
     "VERL_REPO_URL": (re.compile(r"^\S+$"), "where prepare-inputs clones verl from"),
     "VERL_SUMS_SHA256": (re.compile(r"^([0-9a-f]{64})?$"), "sha256 of code/verl/<commit>.SHA256SUMS, "
@@ -356,8 +360,12 @@ def load_profile(name_or_path: Optional[str] = None) -> Profile:
     path = resolve_profile_path(name_or_path)
     if path.exists():
         refuse_unlisted(path)
-    try:
-        data = path.read_bytes()
+    try:  # a regular file of at most MAX_PROFILE_BYTES: a FIFO or /dev/zero never hangs this
+        stream, _ = bounded.open_regular(path)
+        with stream:
+            data = stream.read(MAX_PROFILE_BYTES + 1)
+        if len(data) > MAX_PROFILE_BYTES:
+            raise OSError(errno.EFBIG, f"larger than {MAX_PROFILE_BYTES} bytes")
         text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         known = ", ".join(sorted(p.stem for p in PROFILE_DIR.glob("*.env")))
