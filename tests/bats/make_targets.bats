@@ -74,7 +74,7 @@ setup() {
   run make -s -C "$REPO" driver-command STORAGE_ROOT=/mnt/volume PROFILE=smoke-1x1 RUN_ID=exp-9
   assert_success
   assert_line "export STORAGE_ROOT=/mnt/volume"
-  assert_line "export PROFILE=smoke-1x1"
+  assert_line 'export PROFILE=smoke-1x1; \unset PROFILE_SHA256'
   refute_line --partial "export RUN_ID"
   assert_line --partial "RUN_ID=exp-9 is left out: the Driver command is the same for every run"
   assert_line --partial "# The job's environment variables: RUN_ID=<a new name> (required); SAVE_FREQ=<N>"
