@@ -45,6 +45,7 @@ from typing import Dict, List, Tuple
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
 
+from prep import site  # noqa: E402
 from prep.volume import gsm8k, layout, pin, verltree  # noqa: E402
 from twgrpo.checks.inputs import missing_verl_fields  # noqa: E402
 from twgrpo.checks.reward import hash_script  # noqa: E402
@@ -335,7 +336,7 @@ def cmd_prepare(args: argparse.Namespace, profile: Profile) -> int:
         return 1
     say(f"done; check them with: make verify-inputs PREP_ROOT={root}"
         + (f" PROFILE={args.profile}" if args.profile else "")
-        + (" (then pin them: make pin-inputs)" if "/" in args.profile else
+        + (" (then pin them: make pin-inputs)" if site.is_site(args.profile) else
            " (fresh downloads differ from the tutorial's pins: make pin-inputs, then make checksums)"))
     return 0
 
@@ -354,7 +355,7 @@ def cmd_pin(args: argparse.Namespace, profile: Profile) -> int:
         return 1
     # Into the named profile (PROFILE=<name>), or local.env when the default profile was used.
     name = args.name or (profile.PROFILE_NAME if args.profile else "local")
-    mine = "/" in args.profile or args.profile.endswith(".env")  # a site profile (prep/site.py)
+    mine = site.is_site(args.profile)
     target = (profile.path.parent if mine else PROFILE_DIR) / f"{name}.env"
     in_place = target.resolve() == profile.path.resolve()
     text = pin.profile_text(profile, name, values, "" if in_place else

@@ -27,11 +27,16 @@ def is_site(profile: str) -> bool:
     return "/" in profile or profile.endswith(".env")
 
 
+def profile_file(bundle_dir: Path, profile: str, default: str) -> Path:
+    """The file a submission's profile is read from: a site profile's, or bundle_dir's."""
+    if is_site(profile):
+        return Path(profile)
+    return bundle_dir / "profiles" / f"{profile or default}.env"
+
+
 def profile_of(bundle_dir: Path, profile: str, default: str) -> Profile:
     """The profile a submission names: a site profile's file, or one of bundle_dir's profiles."""
-    if is_site(profile):
-        return load_profile(profile)
-    return load_profile(str(bundle_dir / "profiles" / f"{profile or default}.env"))
+    return load_profile(str(profile_file(bundle_dir, profile, default)))
 
 
 def installed(root: Path, profile: Profile) -> Optional[str]:

@@ -183,9 +183,8 @@ def refused_here(args: argparse.Namespace, variables: dict) -> bool:
 def cmd_submit(args: argparse.Namespace, client: JobsClient) -> int:
     variables = job_variables(args.var)
     variables["RUN_ID"] = jobspec.check_run_id(args.run_id)
-    profile = Path(args.profile) if site.is_site(args.profile) else \
-        (Path(args.bundle) if args.bundle else jobspec.bundle.BUNDLE) / "profiles" / \
-        f"{args.profile or DEFAULT_PROFILE}.env"
+    profile = site.profile_file(Path(args.bundle) if args.bundle else jobspec.bundle.BUNDLE,
+                                args.profile, DEFAULT_PROFILE)
     # The checks on PREP_ROOT first: they take milliseconds, the spec a subprocess (an unknown
     # profile is the spec's to name, SUB-E010).
     if profile.is_file() and refused_here(args, variables):
