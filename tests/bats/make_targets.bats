@@ -232,10 +232,10 @@ setup() {
   rm "$runs/$run_id/training.log"
   run make -s -C "$REPO" postflight PREP_ROOT="$BATS_TEST_TMPDIR/vol" RUN_ID="$run_id"
   assert_failure 2
-  assert_line --regexp "^make: \*\*\* \[Makefile:[0-9]+: postflight\] Error 1$"
+  assert_line --regexp "^make(\[[0-9]+\])?: \*\*\* \[Makefile:[0-9]+: postflight\] Error 1$"
   run make -s -C "$REPO" postflight PREP_ROOT="$BATS_TEST_TMPDIR/vol"
   assert_failure 2
-  assert_line --regexp "^make: \*\*\* \[Makefile:[0-9]+: postflight\] Error 2$"
+  assert_line --regexp "^make(\[[0-9]+\])?: \*\*\* \[Makefile:[0-9]+: postflight\] Error 2$"
 }
 
 @test "make report and make runs into a closed pipe end quietly (make report | head)" {
