@@ -128,7 +128,7 @@ compare: ## Compare RUN_ID with the AGAINST run(s): what ran, how it went, what 
 	@$(VERIFY) compare --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)" --against="$(AGAINST)" --tolerance="$(TOLERANCE)" --html="$(COMPARE_HTML)" --format="$(or $(FORMAT),text)"
 
 ##@ Development
-.PHONY: demo smoke smoke-2x1 wheelhouse smoke-lock gpu-checks findings-doc test bench
+.PHONY: demo smoke smoke-2x1 wheelhouse smoke-lock gpu-checks findings-doc test test-fast bench
 demo: ## A first look without a GPU: all three moments on a scratch volume, in under a minute
 	dev/demo.sh "$(DEMO_ROOT)"
 smoke: ## The main job for real on this machine's one GPU: its Python environment, inputs, Ray, GRPO, SUCCESS
@@ -145,5 +145,7 @@ findings-doc: ## Regenerate docs/findings.md from the finding catalog
 	$(VERIFY) catalog --page > docs/findings.md
 test: ## Install what tests need (venv, bats, shellcheck), run them all
 	tests/run.sh
+test-fast: ## The inner loop: the Python tests without a Ray cluster, a browser or Slurm (seconds)
+	tests/run.sh --fast
 bench: ## Run the benchmarks in bench/ and print their ratios
 	bench/run.sh

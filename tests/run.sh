@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Summary: Install what the tests need, run shellcheck, bats and pytest, print one closing line.
 # Usage: tests/run.sh [pytest args...]        (make test; .ci/run)
+#        tests/run.sh --fast [pytest args...] (make test-fast: the Python tests without a Ray
+#        cluster, a browser, Slurm or a venv build; needs only the venv, which it builds)
 #
 # Installs, only when missing: Debian packages python3-venv, bats, bats-assert, bats-support,
 # bats-file, ShellCheck, util-linux, git, and chromium with a font, to render the report
@@ -81,7 +83,15 @@ fetch_verl_wheel() {
     echo "tests: could not download verl 0.6.0's wheel; the test that needs it will skip"
 }
 
+# make test-fast: the inner loop, the Python tests without a cluster, a browser or a venv build.
+fast() {
+  install_venv
+  export PATH="$VENV/bin:$PATH"
+  cd "$REPO" && exec python -m pytest -q -p no:cacheprovider -m "not slow" tests/py "$@"
+}
+
 main() {
+  [[ "${1:-}" == --fast ]] && { shift; fast "$@"; }
   install_debian_packages
   install_venv
   fetch_verl_wheel

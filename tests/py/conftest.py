@@ -72,3 +72,28 @@ def ray_head(tmp_path_factory):
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
         shutil.rmtree(short, ignore_errors=True)
+
+
+# The inner loop (make test-fast) leaves out the tests that start a Ray cluster, a browser, a
+# Slurm cluster, a venv build or minutes of real processes; make test runs them all.
+SLOW_MODULES = {
+    "test_multihost_cluster", "test_multihost_faults", "test_multihost_gpus_and_shape",
+    "test_multihost_smoke", "test_multihost_submit", "test_multihost_your_run",  # namespaced hosts
+    "test_slurm",  # a real Slurm cluster
+    "test_smoke_env",  # builds venvs from a wheelhouse
+    "test_report_browser", "test_compare_browser",  # headless Chromium
+    "test_stall", "test_fanout", "test_isolated", "test_preemption", "test_progress",  # Ray or
+    "test_submit_checks", "test_submit_spec", "test_jobs_client",  # real job servers and processes
+    "test_one_verdict_property", "test_hostile_artifacts", "test_report_scale", "test_scale",
+    "test_gpu_checks_script", "test_records",  # many runs of the verifier, huge records
+}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: left out of make test-fast (see SLOW_MODULES)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.rpartition(".")[2] in SLOW_MODULES or "ray_head" in item.fixturenames:
+            item.add_marker(pytest.mark.slow)
