@@ -137,16 +137,18 @@ def _parallel(sizes: Dict[Path, int], count: int, meter: "Progress") -> Dict[Pat
     slices_left: Dict[Path, int] = {}
     with ProcessPoolExecutor(max_workers=count) as pool:
         batch: List[Path] = []
+        batch_bytes = 0  # kept as it grows: summing the batch for every path is quadratic
         for path in order + [None]:
             if path is not None and sizes[path] > split_at:
                 pending[pool.submit(_layout, str(path))] = ("layout", [path])
                 continue
             if batch and (path is None or len(batch) >= BATCH_FILES or
-                          sum(sizes[p] for p in batch) + sizes[path] > BATCH):
+                          batch_bytes + sizes[path] > BATCH):
                 pending[pool.submit(_batch, [str(p) for p in batch])] = ("batch", batch)
-                batch = []
+                batch, batch_bytes = [], 0
             if path is not None:
                 batch.append(path)
+                batch_bytes += sizes[path]
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
