@@ -145,7 +145,7 @@ findings-doc: ## Regenerate docs/findings.md from the finding catalog
 	$(VERIFY) catalog --page > docs/findings.md
 test: ## Install what tests need (venv, bats, shellcheck), run them all
 	tests/run.sh
-test-fast: ## The inner loop: the Python tests without a Ray cluster, a browser or Slurm (seconds)
+test-fast: ## The inner loop: the Python tests without a Ray cluster, a browser or Slurm, under a minute
 	tests/run.sh --fast
 bench: ## Run the benchmarks in bench/ and print their ratios
 	bench/run.sh

@@ -74,16 +74,17 @@ def ray_head(tmp_path_factory):
         shutil.rmtree(short, ignore_errors=True)
 
 
-# The inner loop (make test-fast) leaves out the tests that start a Ray cluster, a browser, a
-# Slurm cluster, a venv build or minutes of real processes; make test runs them all.
+# The inner loop (make test-fast) leaves out these modules: they start a Ray cluster, namespaced
+# hosts, Slurm, a browser or a venv build, or run the verifier many times on large records.
+# tests/py/test_fast_subset.py fails when a module that starts one of them is missing here.
 SLOW_MODULES = {
     "test_multihost_cluster", "test_multihost_faults", "test_multihost_gpus_and_shape",
     "test_multihost_smoke", "test_multihost_submit", "test_multihost_your_run",  # namespaced hosts
     "test_slurm",  # a real Slurm cluster
     "test_smoke_env",  # builds venvs from a wheelhouse
     "test_report_browser", "test_compare_browser",  # headless Chromium
-    "test_stall", "test_fanout", "test_isolated", "test_preemption", "test_progress",  # Ray or
-    "test_submit_checks", "test_submit_spec", "test_jobs_client",  # real job servers and processes
+    "test_stall", "test_fanout", "test_isolated", "test_preemption", "test_progress",  # Ray heads
+    "test_submit_checks", "test_submit_spec", "test_jobs_client",  # job servers and processes
     "test_one_verdict_property", "test_hostile_artifacts", "test_report_scale", "test_scale",
     "test_gpu_checks_script", "test_records",  # many runs of the verifier, huge records
 }
@@ -95,5 +96,5 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.module.__name__.rpartition(".")[2] in SLOW_MODULES or "ray_head" in item.fixturenames:
+        if item.module.__name__.rpartition(".")[2] in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)

@@ -14,8 +14,9 @@ STARTS_SOMETHING = re.compile(r"ray_head|ray\.init|missing_prerequisites\(|slurm
 
 
 def fast_modules() -> set:
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "-m", "not slow", str(HERE)], capture_output=True, text=True, cwd=HERE.parents[1])
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
+                          "no:cacheprovider", "-m", "not slow", str(HERE)],
+                         capture_output=True, text=True, cwd=HERE.parents[1])
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     return {Path(line.split("::")[0]).stem for line in out.stdout.splitlines() if "::" in line}
 
@@ -29,5 +30,6 @@ def test_the_fast_subset_starts_no_cluster_and_no_browser():
     fast = fast_modules()
     assert "test_fast_subset" in fast and len(fast) > 40
     assert fast.isdisjoint(conftest.SLOW_MODULES)
-    starting = sorted(name for name in fast - {"test_fast_subset"} if STARTS_SOMETHING.search((HERE / f"{name}.py").read_text()))
+    starting = sorted(name for name in fast - {"test_fast_subset"}
+                      if STARTS_SOMETHING.search((HERE / f"{name}.py").read_text()))
     assert starting == [], f"add them to SLOW_MODULES in conftest.py: {starting}"
