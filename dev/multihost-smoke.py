@@ -51,6 +51,7 @@ from dev import netcluster  # noqa: E402
 from twgrpo.run.command import search_path  # noqa: E402
 from twgrpo.run.findings import UsageError  # noqa: E402
 from twgrpo.run.profile import load_profile  # noqa: E402
+from twgrpo.run.runfolder import RunFolder  # noqa: E402
 
 PROG = "multihost-smoke"
 VERL_WHEEL_NAME = "verl-0.6.0-py3-none-any.whl"
@@ -184,7 +185,7 @@ def block_peer(cluster, per: int):
 def hang_after_step_1(cluster, run: Path, stop: threading.Event) -> threading.Thread:
     """SIGSTOP every ray::WorkerDict process of the last host once training.log has step 1."""
     def body() -> None:
-        log = run / "training.log"
+        log = RunFolder(run).training_log
         while not stop.is_set():
             text = log.read_text(errors="replace") if log.is_file() else ""
             if "step:1 -" in text:
@@ -299,7 +300,7 @@ def main(argv=None) -> int:
     verdict = "SUCCESS" if (kept / "SUCCESS").is_file() else f"FAILED (exit {out.returncode})"
     print(f"\n{PROG}: run {run_id}: {verdict}; run folder {kept}")
     print(f"{PROG}: wall times (s): " + ", ".join(f"{k} {v:.1f}" for k, v in times.items()))
-    log = kept / "driver.log"
+    log = RunFolder(kept).driver_log
     for phase, status, seconds in PHASE.findall(log.read_text() if log.is_file() else ""):
         print(f"  {phase}: {seconds} s (status {status})")
     return out.returncode

@@ -25,7 +25,11 @@ import zipfile
 import zlib
 from pathlib import Path
 
-LEFT_OUT = {"report.html"}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "verl" / "two-worker-grpo"))
+from twgrpo.run import runrecord  # noqa: E402
+from twgrpo.run.runfolder import NAME, RunFolder  # noqa: E402
+
+LEFT_OUT = {NAME.report_html}
 DESCRIPTOR = b"PK\x07\x08"
 
 
@@ -100,15 +104,15 @@ def sha256(path: Path) -> str:
 
 def rehash_lineage(run: Path) -> None:
     """Recompute the resumed checkpoint's file hashes where run.json and resume.json keep them."""
-    record = json.loads((run / "run.json").read_text())
+    record = runrecord.read(run)
     lineage = record.get("resume")
     if not lineage:
         return
     parent = run.parent / lineage["chain"][-1] / lineage["checkpoint"]
     files = {rel: sha256(parent / rel) for rel in lineage["files"]}
     lineage["files"] = files
-    (run / "run.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    resume = run / "resume.json"
+    RunFolder(run).run_json.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    resume = RunFolder(run).resume_json
     if resume.is_file():
         data = json.loads(resume.read_text())
         data["lineage"]["files"] = files
@@ -127,7 +131,7 @@ def main() -> int:
     if args.dest.exists():
         print(f"pack-fixture: {args.dest} exists: give a new folder (nothing is overwritten)", file=sys.stderr)
         return 2
-    runs = sorted(p for p in args.src.iterdir() if (p / "run.json").is_file())
+    runs = sorted(p for p in args.src.iterdir() if runrecord.exists(p))
     if not runs:
         print(f"pack-fixture: no run folder (with run.json) in {args.src}", file=sys.stderr)
         return 2

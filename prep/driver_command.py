@@ -21,6 +21,7 @@ from pathlib import Path
 from prep.bundle import BUNDLE, BUNDLES_REL, LAUNCHER_NAME, SUMS, sha256, version_of
 from prep import site  # noqa: E402  (after prep.bundle, which puts the bundle's twgrpo on the path)
 from twgrpo.formats import sums  # noqa: E402  (the one SHA256SUMS reader; prep.bundle set the path)
+from twgrpo.run import runid  # noqa: E402
 from twgrpo.run.findings import UsageError
 from twgrpo.run.profile import load_profile
 
@@ -65,11 +66,15 @@ def cmd_driver_command(args: argparse.Namespace) -> int:
     root = args.storage_root.rstrip("/") or "/"
     site_profile = site.is_site(args.profile)
     for value, name in ((root, "STORAGE_ROOT"), ("" if site_profile else args.profile, "PROFILE"),
-                        (args.run_id, "RUN_ID"), (args.bundle_dir, "--bundle-dir")):
+                        (args.bundle_dir, "--bundle-dir")):
         if value and not re.match(r"^[A-Za-z0-9/._-]+$", value):
             print(f"driver-command: {name}={value!r} holds characters a job form would mangle; "
                   "use letters, digits, '/', '.', '_' and '-'", file=sys.stderr)
             return 2
+    if args.run_id and not runid.is_run_id(args.run_id):
+        print(f"driver-command: RUN_ID={args.run_id!r} {runid.problem(args.run_id)}; set "
+              "RUN_ID=<a new name>", file=sys.stderr)
+        return 2
     if not root.startswith("/"):
         print(f"driver-command: STORAGE_ROOT={root} is not an absolute path; set it to where the "
               "job mounts the volume, e.g. /mnt/verl-reproduction", file=sys.stderr)

@@ -20,7 +20,7 @@ from typing import Dict, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from prep import bundle  # noqa: E402  (the Driver command, the bundle's paths)
-from twgrpo.run.profile import NAME as RUN_ID  # noqa: E402  (the launcher's own RUN_ID rule)
+from twgrpo.run import runid  # noqa: E402  (the launcher's own RUN_ID rule)
 
 # The RuntimeEnv keys that name files on the submitting machine: `ray job submit` uploads them
 # from there (and fails when the volume is not mounted there); the pinned verl checkout reaches
@@ -125,7 +125,7 @@ def check_run_id(run_id: str) -> str:
     if not run_id:
         raise SpecError("(SUB-E012) no RUN_ID given — set RUN_ID=<a new name> (a new "
                         "name for every run, clone or retry)")
-    if len(run_id) > 128 or not RUN_ID.match(run_id):
+    if not runid.is_run_id(run_id):
         raise SpecError(f"(SUB-E012) RUN_ID {run_id!r} must be at most 128 of [A-Za-z0-9._-], "
                         "starting with a letter or digit — set RUN_ID=<a new name>")
     return run_id

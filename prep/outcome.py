@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from twgrpo.run.failedchecks import failed_checks
-from twgrpo.run.runpaths import run_dir
+from twgrpo.run.runfolder import run_dir
 from twgrpo.run.runverdict import Verdict, failed_fields, latest_verdict
 
 FAILED_KEYS = ("phase", "exit_status", "signal", "cause")

@@ -18,8 +18,9 @@ from twgrpo.checks import checkpoint
 from twgrpo.checks.resume import TRACKER
 from twgrpo.formats import bounded
 from twgrpo.run.findings import Finding, finding
-from twgrpo.run.profile import DEFAULT_PROFILE, NAME, Profile
-from twgrpo.run.runpaths import run_dir
+from twgrpo.run import runid
+from twgrpo.run.profile import DEFAULT_PROFILE, Profile
+from twgrpo.run.runfolder import run_dir
 
 MAX_STEPS_TRIED = 20  # checkpoint folders looked at, newest first: bounded on any volume
 MAX_ENTRIES = 100_000  # names read from a checkpoints/ folder
@@ -103,7 +104,7 @@ def check_resume_from(prep_root: Path, resume_from: str, run_id: str,
     RESUME_FROM=auto is the launcher's to resolve (it may rightly start fresh)."""
     if not resume_from or resume_from == "auto":
         return []
-    if not NAME.match(resume_from) or len(resume_from) > 128:  # never a path: no ../ walks
+    if not runid.is_run_id(resume_from):  # never a path: no ../ walks
         return [finding("SUB-E132", resume_from, f"RESUME_FROM={resume_from!r} is not a RUN_ID — "
                         "set it to a preempted run's RUN_ID (make runs lists them), or auto")]
     folder = run_dir(prep_root, resume_from)

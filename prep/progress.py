@@ -17,6 +17,8 @@ from typing import List, Optional, Tuple
 from twgrpo.checks.stall import LogFollower, step_of
 from twgrpo.formats import bounded
 from twgrpo.run import heartbeat
+from twgrpo.run import runrecord
+from twgrpo.run.runfolder import RunFolder
 from twgrpo.run.runverdict import latest_verdict
 
 PHASE = re.compile(r"^run-two-worker-grpo-v1: phase ([a-z]+) (started|ended with status \d+)")
@@ -26,8 +28,8 @@ TIMING = re.compile(r"\btiming_s/step:([0-9]+(?:\.[0-9]+)?)")
 class Progress:
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
-        self.driver = LogFollower(self.run_dir / "driver.log")
-        self.training = LogFollower(self.run_dir / "training.log")
+        self.driver = LogFollower(RunFolder(self.run_dir).driver_log)
+        self.training = LogFollower(RunFolder(self.run_dir).training_log)
         self.phase = ""
         self.target: Optional[int] = None
         self.steps: List[Tuple[int, float]] = []  # (step, when this reader first saw it)
@@ -36,9 +38,8 @@ class Progress:
     def _target(self) -> Optional[int]:
         if self.target is None:
             try:
-                values = bounded.read_object(self.run_dir / "run.json", 1 << 20)["profile"]["values"]
-                self.target = int(values["TARGET_STEPS"])
-            except (bounded.Unreadable, KeyError, TypeError, ValueError):
+                self.target = int(runrecord.profile_values(self.run_dir)["TARGET_STEPS"])
+            except (KeyError, TypeError, ValueError):
                 return None
         return self.target
 

@@ -26,7 +26,7 @@ from typing import Dict, List
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from prep import bundle  # noqa: E402
 from twgrpo.formats import bounded  # noqa: E402
-from twgrpo.run import heartbeat  # noqa: E402
+from twgrpo.run import heartbeat, runrecord  # noqa: E402
 
 RUNS_REL = "runs/verl/two-worker-grpo"
 MAX_RUNS = 100_000  # run folders read; past that the tool refuses rather than guess
@@ -52,11 +52,8 @@ def needed_by_runs(prep_root: Path) -> Dict[str, List[str]]:
         raise SystemExit(f"prune: (GEN-E130) {len(folders)} run folders under {runs}: more than "
                          f"{MAX_RUNS} to read — nothing was removed")
     for folder in folders:
-        try:
-            record = bounded.read_object(folder / "run.json", 1 << 20)
-        except bounded.Unreadable:
-            continue  # a folder the launcher never recorded names no version
-        version = record.get("bundle_version")
+        # a folder the launcher never recorded ({}) names no version
+        version = runrecord.read_or_empty(folder).get("bundle_version")
         if not isinstance(version, str) or not bundle.VERSION.match(version):
             continue
         live = heartbeat.liveness(folder) == "alive"

@@ -2,7 +2,7 @@
 run.json, and ceilings that a hostile run.json cannot lift."""
 import json
 
-from twgrpo.run import budget
+from twgrpo.run import budget, runrecord
 
 
 def test_limits_grow_with_nodes_ranks_and_steps():
@@ -17,7 +17,7 @@ def test_limits_grow_with_nodes_ranks_and_steps():
 def test_a_hostile_run_json_cannot_lift_the_ceilings(tmp_path):
     values = {"NODES": "999999999", "GPUS_PER_NODE": "4096", "TARGET_STEPS": "999999999"}
     (tmp_path / "run.json").write_text(json.dumps({"profile": {"values": values}}))
-    size = budget.of_run(tmp_path)
+    size = runrecord.size(tmp_path)
     assert (size.nodes, size.gpus_per_node, size.steps) == \
         (budget.MOST_NODES, budget.MOST_GPUS_PER_NODE, budget.MOST_STEPS)
     assert size.record_bytes == budget.CEILING_BYTES and size.record_memory == budget.CEILING_MEMORY
@@ -27,18 +27,18 @@ def test_a_hostile_run_json_cannot_lift_the_ceilings(tmp_path):
 def test_what_is_not_a_count_gives_the_default_size(tmp_path):
     for values in ({"NODES": "-3"}, {"NODES": "1e9"}, {"NODES": "٣"}, {"NODES": "0" * 40}, "x"):
         (tmp_path / "run.json").write_text(json.dumps({"profile": {"values": values}}))
-        assert budget.of_run(tmp_path).nodes == budget.Size().nodes
+        assert runrecord.size(tmp_path).nodes == budget.Size().nodes
     (tmp_path / "run.json").write_text("{")
-    assert budget.of_run(tmp_path) == budget.Size()
+    assert runrecord.size(tmp_path) == budget.Size()
     (tmp_path / "run.json").unlink()
-    assert budget.of_run(tmp_path) == budget.Size()
+    assert runrecord.size(tmp_path) == budget.Size()
 
 
 def test_a_rewritten_run_json_is_read_again(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps({"profile": {"values": {"NODES": "8"}}}))
-    assert budget.of_run(tmp_path).nodes == 8
+    assert runrecord.size(tmp_path).nodes == 8
     (tmp_path / "run.json").write_text(json.dumps({"profile": {"values": {"NODES": "300"}}}))
-    assert budget.of_run(tmp_path).nodes == 300
+    assert runrecord.size(tmp_path).nodes == 300
 
 
 def test_the_reports_rollout_summary_counts_every_row_of_a_big_batch(tmp_path):

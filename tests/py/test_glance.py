@@ -9,8 +9,10 @@ import pytest
 import synthrun
 from twgrpo.cli import main
 from twgrpo.formats import bounded
-from twgrpo.run import glance
+from twgrpo.run import budget, glance
 from twgrpo.run.profile import load_profile, with_overrides
+
+LIMIT = budget.Size().record_bytes  # a 2 x 2 run's record budget
 
 
 def write_record(path, before: int, after: int, status="passed"):
@@ -33,7 +35,7 @@ def write_record(path, before: int, after: int, status="passed"):
 ])
 def test_the_status_is_found_wherever_sorted_keys_put_it(tmp_path, before, after):
     path = write_record(tmp_path / "preflight.json", before, after)
-    assert glance.fields(path, ("status",), {"status": str}) == {"status": "passed"}
+    assert glance.fields(path, ("status",), {"status": str}, LIMIT) == {"status": "passed"}
 
 
 @pytest.mark.parametrize("window", [0, 1, 2, 5])
@@ -51,19 +53,19 @@ def test_a_field_across_a_chunk_boundary_is_found(tmp_path, window, shift):
     path = tmp_path / "verification.json"
     path.write_text(synthrun.record_text(record))
     assert abs(path.read_bytes().find(b'"status"') - edge) < 32
-    assert glance.fields(path, ("status",), {"status": str}) == {"status": "failed"}
+    assert glance.fields(path, ("status",), {"status": str}, LIMIT) == {"status": "failed"}
 
 
 def test_a_nested_status_is_not_taken_for_the_records_own(tmp_path):
     record = {"aaa": [{"status": "failed"}] * 3000, "status": "passed", "zzz": "y" * (200 << 10)}
     path = tmp_path / "preflight.json"
     path.write_text(synthrun.record_text(record))
-    assert glance.fields(path, ("status",), {"status": str}) == {"status": "passed"}
+    assert glance.fields(path, ("status",), {"status": str}, LIMIT) == {"status": "passed"}
 
 
 def test_a_field_in_no_part_is_none_and_a_record_past_its_limit_is_unreadable(tmp_path):
     path = write_record(tmp_path / "preflight.json", 200 << 10, 200 << 10)
-    assert glance.fields(path, ("phase",), {"phase": str}) == {"phase": None}
+    assert glance.fields(path, ("phase",), {"phase": str}, LIMIT) == {"phase": None}
     with pytest.raises(bounded.Unreadable, match="more than the 100000"):
         glance.fields(path, ("status",), {"status": str}, limit=100_000)
 
@@ -102,16 +104,18 @@ def test_make_runs_says_success_like_the_report_for_a_healthy_run(tmp_path, node
 def test_every_view_reads_a_record_past_the_former_16_mib_cap_of_a_big_run(tmp_path):
     """A 600-node run's verification.json of 20 MiB (a long run's): within its budget, so the
     whole-record readers (runverdict, report) and the glance agree that it passed."""
-    from twgrpo.run import budget, runverdict
+    from twgrpo.run import runrecord, runverdict
     profile = with_overrides(load_profile("tutorial-2x2-a100"), NODES=600, GPUS_PER_NODE=8)
     run = tmp_path / "run"
     run.mkdir()
     synthrun.write_run_json(run, profile, "run", "/mnt/verl-reproduction")
     write_record(run / "verification.json", 12 << 20, 8 << 20)
-    assert budget.of_run(run).record_bytes > (run / "verification.json").stat().st_size > 16 << 20
+    assert runrecord.size(run).record_bytes > (run / "verification.json").stat().st_size > 16 << 20
     assert runverdict.record_status(run, "verification.json") == "passed"
-    assert glance.fields(run / "verification.json", ("status",), {"status": str})["status"] == "passed"
+    within = runrecord.size(run).record_bytes
+    assert glance.fields(run / "verification.json", ("status",), {"status": str}, within)["status"] == "passed"
     (run / "run.json").unlink()  # a 2 x 2 run's budget is smaller than this record
     assert runverdict.record_status(run, "verification.json") == "unreadable"
     with pytest.raises(bounded.Unreadable):
-        glance.fields(run / "verification.json", ("status",), {"status": str})
+        glance.fields(run / "verification.json", ("status",), {"status": str},
+                      runrecord.size(run).record_bytes)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from twgrpo.checks import attempt
 from twgrpo.cli import main
+from twgrpo.run.runfolder import NAME
 from twgrpo.run import command, heartbeat, jobidentity, processes
 from twgrpo.run.findings import UsageError
 from twgrpo.run.runverdict import latest_verdict
@@ -55,7 +56,7 @@ def folder(root, run_id):
 def beat(run, age, lease=120, state="alive"):
     """A heartbeat.json whose last beat is AGE seconds old."""
     now = time.time() - age
-    (run / heartbeat.NAME).write_text(json.dumps({
+    (run / NAME.heartbeat_json).write_text(json.dumps({
         "run_id": run.name, "time": "2026-12-03T09:00:00Z", "beat_epoch": now, "pid": 1,
         "host": "elsewhere", "interval_s": 30, "lease_s": lease, "state": state}))
 
@@ -163,7 +164,7 @@ def test_liveness_alive_lost_ended_and_none(tmp_path):
     assert heartbeat.liveness(tmp_path) == "lost"
     beat(tmp_path, 1, state="ended")
     assert heartbeat.liveness(tmp_path) == "ended"
-    (tmp_path / heartbeat.NAME).write_text('{"beat_epoch": "soon"}')
+    (tmp_path / NAME.heartbeat_json).write_text('{"beat_epoch": "soon"}')
     assert heartbeat.liveness(tmp_path) is None
 
 
@@ -369,7 +370,7 @@ def test_a_run_whose_launcher_was_killed_alone_is_preempted_by_the_watchdogs_fai
 @pytest.mark.parametrize("epoch", ["1e400", "NaN", "-Infinity", "4102444800"])  # ..., 2100-01-01
 def test_a_heartbeat_that_is_not_a_finite_past_time_is_no_heartbeat_and_crashes_no_view(root, capsys, epoch):
     run = folder(root, RESUMED)
-    (run / heartbeat.NAME).write_text('{"beat_epoch": %s, "lease_s": 120, "state": "alive"}' % epoch)
+    (run / NAME.heartbeat_json).write_text('{"beat_epoch": %s, "lease_s": 120, "state": "alive"}' % epoch)
     assert heartbeat.read(run) is None and heartbeat.liveness(run) is None
     assert heartbeat.describe(run) == "" and heartbeat.last_beat(run) is None
     assert "not a finite time" in heartbeat.problem(run) or "in the future" in heartbeat.problem(run)

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from prep import bundle, prune
-from twgrpo.run.heartbeat import NAME as HEARTBEAT
+from twgrpo.run.runfolder import NAME
+HEARTBEAT = NAME.heartbeat_json
 
 VERSIONS = [f"bundle-{n:012x}" for n in range(1, 7)]  # oldest first
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from twgrpo.checks import request
+from twgrpo.run import runid
 from twgrpo.run.findings import UsageError
 from twgrpo.run.profile import load_profile, parse_profile_text
 
@@ -144,7 +145,7 @@ def test_one_run_id_rule_everywhere_refuses_control_characters():
     from prep import jobspec
     from twgrpo.run import profile
     for text in ("x\n", "x\t", "x\x1b[2J"):
-        assert not profile.NAME.match(text) and not request.RUN_ID_FORM.match(text)
+        assert not profile.NAME.match(text) and not runid.is_run_id(text)
+        assert "(LAUNCH-E004)" in " ".join(request.variable_problems({"STORAGE_ROOT": "/mnt", "RUN_ID": text}))
         with pytest.raises(jobspec.SpecError, match=r"^\(SUB-E012\)"):
             jobspec.check_run_id(text)
-    assert request.RUN_ID_FORM is profile.NAME

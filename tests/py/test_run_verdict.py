@@ -78,12 +78,12 @@ def test_any_failed_phase_record_supersedes_success_and_names_stay_unique(tmp_pa
     run.mkdir()
     for number in range(3):
         (run / "SUCCESS").write_text(f"success {number}\n")
-        runfolder.record_phase(run, "inputs.json", {"phase": "inputs", "status": "failed"})
+        runfolder.record_phase(run / "inputs.json", {"phase": "inputs", "status": "failed"})
         assert not (run / "SUCCESS").exists()
     moved = sorted(run.glob("SUCCESS.superseded-*"))
     assert sorted(p.read_text() for p in moved) == [f"success {n}\n" for n in range(3)]
     assert json.loads((run / "inputs.json").read_text())["superseded_success"] in {p.name for p in moved}
-    runfolder.record_phase(run, "inputs.json", {"phase": "inputs", "status": "passed"})
+    runfolder.record_phase(run / "inputs.json", {"phase": "inputs", "status": "passed"})
     assert len(list(run.glob("SUCCESS*"))) == 3
 
 

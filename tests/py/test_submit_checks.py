@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from prep import bundle, outcome, site, submit
-from twgrpo.run.runpaths import run_dir
+from twgrpo.run.runfolder import run_dir
 
 JOB_ROOT = "/mnt/verl-reproduction"
 

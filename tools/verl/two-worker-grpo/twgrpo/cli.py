@@ -19,7 +19,9 @@ from .run.catalog import markdown_page, markdown_table
 from .run.findings import EXIT_FAILED, EXIT_USAGE, UsageError
 from .run.profile import Profile, load_profile, with_overrides
 from .run.records import RecordError
-from .run.runpaths import RUN_FILES, recorded_profile, run_folder
+from .run import runrecord
+from .run.runfolder import RUN_FILES, RunFolder
+from .run.runpaths import run_folder
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -167,12 +169,12 @@ def profile_for(args: argparse.Namespace) -> Profile:
     name = getattr(args, "profile", None)
     profile = None
     if not name and args.phase in ("postflight", "report"):
-        folder = run_folder(args)[0]
-        record = folder / "run.json"
+        folder = RunFolder(run_folder(args)[0])
+        record = folder.run_json
         if record.is_file():
-            profile = recorded_profile(record)
-        elif args.phase == "postflight" and folder.is_dir():
-            if not any((folder / file).exists() for file in RUN_FILES):
+            profile = runrecord.profile(folder)
+        elif args.phase == "postflight" and folder.path.is_dir():
+            if not any((folder.path / file).exists() for file in RUN_FILES):
                 raise UsageError(f"{folder} holds none of {', '.join(RUN_FILES)}: it is not a run "
                                  "folder (check RUN_ID= and PREP_ROOT=; make runs lists runs)")
             print(f"postflight: {record} is missing; judging with the default profile "

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import List, Optional
 
 from .checks import request
+from .formats import bounded
 from .formats.hashing import sha256_file
-from .run import command, jobidentity, processes
+from .run import command, jobidentity, processes, runrecord
 from .run.findings import UsageError, utc_now
 from .run.profile import BUNDLE_DIR, Profile, with_overrides
-from .run.records import write_json
-from .run.runfolder import refuse_symlinked
-from .run.runpaths import recorded_profile, run_dir
+from .run.runfolder import RunFolder, run_dir
 
 
 def _write_nul(items: List[str]) -> int:
@@ -52,25 +51,24 @@ def env(args: argparse.Namespace, profile: Profile) -> int:
 
 def training_command(args: argparse.Namespace, profile: Profile) -> int:
     """From the run's own record when there is one: its SAVE_FREQ and its resume lineage."""
-    from .checks.resume import read_record
     from .checks.resumed import recorded_step
-    record = run_dir(args.storage_root, args.run_id) / "run.json"
+    folder = RunFolder.at(args.storage_root, args.run_id)
     resume_step = None
-    if record.is_file():
-        profile = recorded_profile(record)
+    if runrecord.exists(folder):
+        profile = runrecord.profile(folder)
         try:
-            lineage = read_record(record).get("resume")
+            lineage = runrecord.read(folder).get("resume")
             resume_step = None if lineage is None else recorded_step(lineage)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{record}: cannot read the run's resume record ({exc})")
+        except (bounded.Unreadable, ValueError) as exc:
+            raise UsageError(f"{folder.run_json}: cannot read the run's resume record ({exc})")
     return _write_nul(command.training_command(profile, args.storage_root, args.run_id, resume_step))
 
 
 def resume(args: argparse.Namespace, profile: Profile) -> int:
     """The resume phase (RESUME_FROM), with the profile this run recorded (its SAVE_FREQ)."""
     from .checks import resume as phase
-    record = run_dir(args.storage_root, args.run_id) / "run.json"
-    return phase.main(args, recorded_profile(record) if record.is_file() else profile)
+    folder = RunFolder.at(args.storage_root, args.run_id)
+    return phase.main(args, runrecord.profile(folder) if runrecord.exists(folder) else profile)
 
 
 def runtime_env(args: argparse.Namespace, profile: Profile) -> int:
@@ -85,7 +83,7 @@ def record_run(args: argparse.Namespace, profile: Profile) -> int:
     profile = with_overrides(profile, SAVE_FREQ=args.save_freq)
     if args.launcher:
         args.launcher_sha256 = sha256_file(Path(args.launcher))
-    write_json(refuse_symlinked(run_dir(args.storage_root, args.run_id)) / "run.json", {
+    runrecord.write(RunFolder.at(args.storage_root, args.run_id), {
         "run_id": args.run_id, "started_at": utc_now(), "storage_root": str(args.storage_root),
         "profile": profile.to_json(), "bundle_sums_sha256": args.bundle_sums_sha256,
         "launcher_sha256": args.launcher_sha256, "bundle_version": bundle_version(args.launcher_sha256),

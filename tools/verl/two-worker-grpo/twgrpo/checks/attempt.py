@@ -19,39 +19,25 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from ..formats import bounded
-from ..run import heartbeat, jobidentity
+from ..run import heartbeat, jobidentity, runid, runrecord
 from ..run.findings import UsageError
 from ..run.humane import parse_time
 from ..run.preemption import stop_of
 from ..run.profile import requested_profile
-from ..run.runpaths import run_dir
+from ..run.runfolder import run_dir
 from ..run.runverdict import failed_fields, latest_verdict, success_text
-
-MAX_ATTEMPT = 99
-SUFFIX = re.compile(r"^(?P<base>.+)\.(?P<n>[2-9]|[1-9][0-9])$")
-
-
-def base_of(run_id: str) -> str:
-    match = SUFFIX.match(run_id)
-    return match.group("base") if match else run_id
-
 
 def attempts(root: Path, base: str) -> List[str]:
     """The lineage's run folders that exist: base, base.2, ... base.99."""
-    names = [base] + [f"{base}.{n}" for n in range(2, MAX_ATTEMPT + 1)]
+    names = runid.attempt_names(base)
     return [name for name in names if (root / name).is_dir() and not (root / name).is_symlink()]
 
 
 def _run(folder: Path) -> Dict:
-    try:
-        return bounded.read_object(folder / "run.json", 1 << 20)
-    except bounded.Unreadable:
-        return {}
+    return runrecord.read_or_empty(folder)
 
 
 def _same_job(run: Dict, profile_name: str, bundle: str) -> bool:
@@ -116,17 +102,17 @@ def plan(storage_root: Path, run_id: str, resume_from: str, profile_name: str,
     refused."""
     root = run_dir(storage_root, run_id).parent
     notes: List[str] = []
-    base = base_of(run_id)
+    base = runid.base_of(run_id)
     if (root / run_id).exists() or (root / run_id).is_symlink():
         if (root / run_id).is_symlink() or not (root / run_id).is_dir():
             raise UsageError(f"(LAUNCH-E008) run folder {root / run_id} already exists (not a "
                              "folder, or a link) — set a new RUN_ID; a run folder is never reused")
         names = attempts(root, base)
         _refuse_retry(root, names, profile_name, bundle, identity)
-        free = [f"{base}.{n}" for n in range(2, MAX_ATTEMPT + 1)
-                if not (root / f"{base}.{n}").exists() and not (root / f"{base}.{n}").is_symlink()]
+        free = [name for name in runid.attempt_names(base)[1:]
+                if not (root / name).exists() and not (root / name).is_symlink()]
         if not free:
-            raise UsageError(f"(LAUNCH-E093) {base} and {base}.2 .. {base}.{MAX_ATTEMPT} all exist "
+            raise UsageError(f"(LAUNCH-E093) {base} and {base}.2 .. {base}.{runid.MAX_ATTEMPT} all exist "
                              "— set a new RUN_ID")
         new_id = free[0]
         notes.append(f"run folder {run_id} exists and was stopped: this launch is the next "

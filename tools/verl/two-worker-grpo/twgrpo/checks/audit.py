@@ -13,6 +13,7 @@ from typing import List
 
 from ..run.findings import EXIT_FAILED, CheckResult, Finding, Skip, print_findings
 from ..run.runverdict import latest_verdict, resume_record_finding
+from ..run.runfolder import RunFolder
 
 EXIT_PARTIAL = 3
 NOT_HERE = "checkpoint not present here: the run folder has no checkpoints/"
@@ -21,12 +22,12 @@ NOT_HERE = "checkpoint not present here: the run folder has no checkpoints/"
 def require_checkpoints(run_dir: Path) -> None:
     """Skip the checkpoint check, as partial, when checkpoints/ does not exist at all (a file or
     a dangling link in its place is judged as damage by the check itself)."""
-    if not os.path.lexists(str(Path(run_dir) / "checkpoints")):
+    if not os.path.lexists(str(RunFolder(run_dir).checkpoints)):
         raise Skip(NOT_HERE)
 
 
 def checkpoint_absent(run_dir: Path) -> bool:
-    return not os.path.lexists(str(Path(run_dir) / "checkpoints"))
+    return not os.path.lexists(str(RunFolder(run_dir).checkpoints))
 
 
 def check_proof(run_dir: Path) -> List[Finding]:

@@ -7,6 +7,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from . import shards
 from ..run.findings import Finding, finding, mismatch
 from ..run.records import read_json
+from ..run.runfolder import RunFolder
 
 SHARD_KINDS = ("model", "optim", "extra_state")
 
@@ -22,7 +23,7 @@ def step_findings(run_dir: Path, step: int, world: int,
                   ) -> Tuple[List[Finding], Dict[str, Any]]:
     """Postflight's checks of one checkpoint folder, checkpoints/global_step_<step>/, and its
     evidence; resume (twgrpo/resume.py) picks the checkpoint it continues from with them too."""
-    step_dir = run_dir / "checkpoints" / f"global_step_{step}"
+    step_dir = RunFolder(run_dir).checkpoints / f"global_step_{step}"
     actor = step_dir / "actor"
     found, files = [], {}
     paths = [(kind, rank, actor / f"{kind}_world_size_{world}_rank_{rank}.pt")

@@ -21,6 +21,7 @@ from ..run.findings import Finding, Skip, finding
 from ..run.records import read_json
 from . import isolated
 from .collective_rank import collective_rank
+from ..run.runfolder import RunFolder
 
 COLLECTIVE_SECONDS = 60.0
 MARGIN_SECONDS = 15.0  # for Ray to start the tasks' workers and return their reports
@@ -47,7 +48,7 @@ def check_collective(ctx) -> List[Finding]:
     import twgrpo
     ray.cloudpickle.register_pickle_by_value(twgrpo)
     remote = ray.remote(num_cpus=0, num_gpus=1 if nccl else 0, max_retries=0)(isolated.task(ray, collective_rank))
-    folder = ctx.run_dir / "preflight-collective"
+    folder = RunFolder(ctx.run_dir).preflight_collective
     folder.mkdir(exist_ok=True)
     seconds = ctx.collective_timeout
     pending = {}

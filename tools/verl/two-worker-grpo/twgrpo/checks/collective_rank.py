@@ -16,6 +16,7 @@ from typing import Any, Dict
 
 from ..run.records import read_json, write_json
 from .reach import nccl_address
+from ..run.runfolder import RunFolder
 
 BIG_BYTES = 64 << 20  # the bandwidth all-reduce: 64 MiB of float32
 BIG_ROUNDS = 3
@@ -97,12 +98,12 @@ def _rendezvous(dist, spec: Dict[str, Any], address: str, timeout, deadline: flo
     if spec["rank"] == 0:
         store = dist.TCPStore(address, 0, spec["world"], is_master=True, timeout=timeout,
                               wait_for_workers=False)
-        write_json(folder / "rendezvous.json", {"token": spec["token"], "address": address,
+        write_json(RunFolder(folder).rendezvous_json, {"token": spec["token"], "address": address,
                                                 "port": store.port})
         return store
     while time.monotonic() < deadline:
         try:
-            seen = read_json(folder / "rendezvous.json", limit=64 * 1024)
+            seen = read_json(RunFolder(folder).rendezvous_json, limit=64 * 1024)
         except (OSError, ValueError, RecursionError):
             seen = {}
         seen = seen if isinstance(seen, dict) else {}

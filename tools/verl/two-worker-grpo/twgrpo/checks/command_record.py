@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from ..formats import lines
-from ..run import recipe
+from ..run import recipe, runrecord
 from ..run.command import training_command
 from ..run.findings import Finding, finding, mismatch
 from ..run.profile import Profile
-from ..run.records import read_json
+from ..run.runfolder import RunFolder
 
 
 # The overrides that fix the run's topology, size, engine and where its artifacts go.
@@ -66,15 +66,11 @@ def override_matches(want: str, have: Optional[str]) -> bool:
 
 
 def recorded_storage_root(run_dir: Path) -> Optional[str]:
-    try:
-        root = read_json(run_dir / "run.json").get("storage_root")
-    except (OSError, ValueError, AttributeError, RecursionError):
-        return None
-    return root if isinstance(root, str) and root.startswith("/") else None
+    return runrecord.storage_root(run_dir)
 
 
 def check_resolved_command(ctx) -> List[Finding]:
-    path = ctx.run_dir / "resolved-command.txt"
+    path = RunFolder(ctx.run_dir).resolved_command_txt
     try:
         argv = shlex.split(lines.read_small(path))
     except OSError as exc:

@@ -10,6 +10,7 @@ from typing import List
 
 from ..formats import tfevents
 from ..run.findings import Finding, Skip, finding
+from ..run.runfolder import NAME, RunFolder
 
 CAUSE_IDS = {"host-oom": "POST-E120", "disk-full": "POST-E121", "port-in-use": "POST-E122",
              "shm": "POST-E123", "duplicate-gpu": "POST-E124", "open-files": "POST-E125",
@@ -41,7 +42,7 @@ def check_fatal_causes(ctx) -> List[Finding]:
     for cause, count in sorted(scan.cause_counts.items()):
         shown = sum(1 for c in scan.causes if c[1] == cause)
         if count > shown:
-            found.append(finding(CAUSE_IDS[cause], "training.log", f"{count - shown} more lines "
+            found.append(finding(CAUSE_IDS[cause], NAME.training_log, f"{count - shown} more lines "
                                  f"of the same cause not shown"))
     return found
 
@@ -49,7 +50,7 @@ def check_fatal_causes(ctx) -> List[Finding]:
 def _scalars(ctx):
     if not hasattr(ctx, "_health_scalars"):
         ctx._health_scalars = ctx.scalars(TAGS) if hasattr(ctx, "scalars") else \
-            tfevents.load_scalars(ctx.run_dir / "tensorboard", keep=TAGS)
+            tfevents.load_scalars(RunFolder(ctx.run_dir).tensorboard, keep=TAGS)
     if not ctx._health_scalars.files:
         raise Skip("no TensorBoard event file (tensorboard-scalars says so)")
     return ctx._health_scalars

@@ -19,6 +19,7 @@ from ..run.mounts import mount_for
 from ..run.phase import run_phase
 from ..run.profile import Profile
 from . import converter, reward, weights
+from ..run.runfolder import RunFolder
 
 MAX_MANIFEST = 1 << 20  # dataset-manifest.json is a few hundred bytes
 
@@ -321,7 +322,7 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
     ctx = InputsContext.build(profile, args.storage_root, args.verl_root, args.model_root,
                               args.data_root)
     code, _ = run_phase("inputs", f"profile {profile.PROFILE_NAME}, storage {ctx.storage_root}",
-                        CHECKS, ctx, args.output_dir, "inputs.json", lambda: {"profile": profile.PROFILE_NAME,
+                        CHECKS, ctx, args.output_dir and RunFolder(args.output_dir).inputs_json, lambda: {"profile": profile.PROFILE_NAME,
                                                       "storage_root": str(ctx.storage_root),
                                                       "evidence": ctx.evidence})
     return code

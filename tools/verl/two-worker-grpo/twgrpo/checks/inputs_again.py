@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from ..run.findings import Finding, finding
-from ..run.runpaths import run_dir
+from ..run.runfolder import run_dir
 from . import inputs, reward
 
 

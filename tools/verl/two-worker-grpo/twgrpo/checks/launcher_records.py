@@ -15,6 +15,7 @@ from typing import List
 from ..run.records import read_json
 from ..run.findings import Finding, finding, mismatch
 from ..run.runverdict import failed_fields, phase_statuses
+from ..run.runfolder import RunFolder
 
 # The tee that writes driver.log may lag the launcher's line by a moment: look again this long.
 DRIVER_LOG_WAIT_S = 3.0
@@ -34,7 +35,7 @@ def check_launcher_records(ctx) -> List[Finding]:
     found = []
     failed = failed_fields(ctx.run_dir)
     if failed is not None:
-        found.append(finding("POST-E070", str(ctx.run_dir / "FAILED"), "the launcher recorded "
+        found.append(finding("POST-E070", str(RunFolder(ctx.run_dir).failed), "the launcher recorded "
                              f"FAILED (phase {failed.get('phase', '?')}, exit status "
                              f"{failed.get('exit_status', '?')}): no SUCCESS is written beside it"))
     deadline = time.monotonic() + DRIVER_LOG_WAIT_S
@@ -44,7 +45,7 @@ def check_launcher_records(ctx) -> List[Finding]:
         ended = phase_statuses(ctx.run_dir)
     ctx.evidence["launcher_phases"] = ended
     if ended.get("training") != 0:
-        found.append(finding("POST-E071", str(ctx.run_dir / "driver.log"), "no line of the launcher "
+        found.append(finding("POST-E071", str(RunFolder(ctx.run_dir).driver_log), "no line of the launcher "
                              "saying training ended with status 0" if "training" not in ended else
                              f"the launcher says training ended with status {ended['training']}"))
     return found
@@ -53,11 +54,11 @@ def check_launcher_records(ctx) -> List[Finding]:
 def check_inputs_evidence(ctx) -> List[Finding]:
     """inputs.json's evidence names the inputs the profile pins (called by inputs-record)."""
     try:
-        evidence = read_json(ctx.run_dir / "inputs.json").get("evidence")
+        evidence = read_json(RunFolder(ctx.run_dir).inputs_json).get("evidence")
     except (OSError, ValueError, AttributeError, RecursionError):
         return []  # check_inputs_record reports the unreadable record
     if not isinstance(evidence, dict):
-        return [finding("POST-E072", str(ctx.run_dir / "inputs.json"), "holds no evidence object")]
+        return [finding("POST-E072", str(RunFolder(ctx.run_dir).inputs_json), "holds no evidence object")]
     found, compared = [], []
     for key, pin_key in EVIDENCE_PINS:
         pin = ctx.profile.values.get(pin_key, "")
@@ -65,7 +66,7 @@ def check_inputs_evidence(ctx) -> List[Finding]:
             continue
         compared.append(key)
         if evidence.get(key) != pin:
-            found.append(mismatch("POST-E072", str(ctx.run_dir / "inputs.json"),
+            found.append(mismatch("POST-E072", str(RunFolder(ctx.run_dir).inputs_json),
                                   f"evidence {key}", pin, evidence.get(key, "absent")))
     ctx.evidence["inputs_evidence_checked"] = compared
     return found

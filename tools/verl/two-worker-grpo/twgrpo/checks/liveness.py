@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import List
 
 from ..run import heartbeat
+from ..run.runfolder import RunFolder
 from ..run.findings import Finding, finding
 
 
@@ -15,7 +16,7 @@ def check_heartbeat(ctx) -> List[Finding]:
     state = heartbeat.liveness(folder)
     ctx.evidence["earlier_heartbeat"] = state
     if state == "alive":
-        return [finding("RES-E050", str(folder / heartbeat.NAME), "its launcher is alive: "
+        return [finding("RES-E050", str(RunFolder(folder).heartbeat_json), "its launcher is alive: "
                         f"{heartbeat.describe(folder)}")]
     return []
 

@@ -20,6 +20,7 @@ from ..run.findings import Finding, Skip, finding
 from .collective import MARGIN_SECONDS, _gather, _progress, nccl_lines
 from . import isolated
 from .collective_rank import collective_rank
+from ..run.runfolder import RunFolder
 
 DEGRADED_RATIO = 0.5  # a node below half the nodes' median bus bandwidth slows every step
 MAX_LOCAL_RANKS = 16
@@ -41,7 +42,7 @@ def check_node_collective(ctx) -> List[Finding]:
     pending, folders, worlds = {}, {}, {}
     for ordinal, report in nodes:
         world = min(int(ctx.nodes[ordinal].get("Resources", {}).get("GPU", 0)), MAX_LOCAL_RANKS)
-        folder = ctx.run_dir / "preflight-node-collective" / f"node-{ordinal}"
+        folder = RunFolder(ctx.run_dir).preflight_node_collective / f"node-{ordinal}"
         folder.mkdir(parents=True, exist_ok=True)
         folders[ordinal], worlds[ordinal] = folder, world
         strategy = NodeAffinitySchedulingStrategy(node_id=report["node_id"], soft=False)

@@ -13,6 +13,7 @@ from ..run.command import nccl_env
 from ..run.findings import Finding, Skip, finding, mismatch
 from ..run.profile import ROLLOUT_ENGINES
 from ..run.records import read_json
+from ..run.runfolder import RunFolder
 
 
 def check_shared_storage(ctx) -> List[Finding]:
@@ -21,8 +22,8 @@ def check_shared_storage(ctx) -> List[Finding]:
         name = ctx.node_name(ordinal)
         if not report["sentinel_ok"]:
             found.append(finding("PRE-E017", name, "the node cannot read the sentinel the driver "
-                                 f"wrote to {ctx.run_dir / 'shared-storage-sentinel'}"))
-        marker = ctx.run_dir / "preflight-nodes" / f"node-{ordinal}.json"
+                                 f"wrote to {RunFolder(ctx.run_dir).shared_storage_sentinel}"))
+        marker = RunFolder(ctx.run_dir).preflight_nodes / f"node-{ordinal}.json"
         try:
             seen = read_json(marker)
             ok = seen.get("node_id") == report["node_id"] and seen.get("token") == ctx.token

@@ -14,6 +14,7 @@ from ..run.findings import Finding, finding, mismatch
 from ..formats import bounded
 from ..formats.trainlines import Transport
 from ..formats.trainlog import InitEvent, LogScan
+from ..run.runfolder import NAME
 
 PER_NODE_LIMIT = 64 << 10  # preflight.json holds each node's probe, about 6 KB each
 PER_NODE_MEMORY = 256 << 10  # and what parsing that much JSON may cost (bounded.cost)
@@ -122,7 +123,7 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
     comms = communicators(scan, world)
     if not comms:
         sizes = sorted({e.nranks for ph in scan.inits.values() for ev in ph.values() for e in ev})
-        return [finding("POST-E008", "training.log", f"no NCCL communicator of world size {world} "
+        return [finding("POST-E008", NAME.training_log, f"no NCCL communicator of world size {world} "
                         f"initialized (sizes seen: {sizes or 'none'})")], record
     found: List[Finding] = []
     complete = {}
@@ -183,7 +184,7 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
         found += [finding("POST-E010", f"host {host}", f"{len(ranks)} rank(s) ({rank_ranges(ranks)}) "
                           f"ran on host {host}, which is not among preflight's {len(workers)} nodes")
                   for host, ranks in sorted(strangers.items())]
-        found.append(finding("POST-E010", "preflight.json", f"preflight's {len(workers)} nodes: "
+        found.append(finding("POST-E010", NAME.preflight_json, f"preflight's {len(workers)} nodes: "
                              + ", ".join(sorted(workers))))
     if fell_back:
         found.append(finding("POST-E150", f"{len(fell_back)} of {world} ranks",

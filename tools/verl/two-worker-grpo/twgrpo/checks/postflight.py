@@ -23,8 +23,9 @@ from ..run.findings import (Check, Finding, Skip, UsageError, finding, mismatch,
 from ..run.phase import run_phase
 from ..run.profile import Profile
 from ..run.records import read_json, write_json, write_new_text
-from ..run.runfolder import record_phase
+from ..run.runfolder import NAME, record_phase
 from ..run.runpaths import run_folder
+from ..run.runfolder import RunFolder
 
 REQUIRED_SCALARS = ("training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr",
                     "critic/score/mean")
@@ -56,11 +57,11 @@ class PostflightContext:
             views: List[tfevents.View] = [(REQUIRED_SCALARS, self.steps), (health.TAGS, None)]
             if p.TEST_FREQ >= 0 or p.VAL_BEFORE_TRAIN == "true" or self.lineage is not None:
                 views.append((None, None))  # validation's and a resumed run's: every tag
-            loaded = tfevents.load_views(self.run_dir / "tensorboard", views)
+            loaded = tfevents.load_views(RunFolder(self.run_dir).tensorboard, views)
             self._scalars = {view: scalars for view, scalars in zip(views, loaded)}
         if (keep, keep_step) not in self._scalars:
             self._scalars[(keep, keep_step)] = tfevents.load_scalars(
-                self.run_dir / "tensorboard", keep, keep_step)
+                RunFolder(self.run_dir).tensorboard, keep, keep_step)
         return self._scalars[(keep, keep_step)]
 
     @property
@@ -83,7 +84,7 @@ class PostflightContext:
 
     def preflight(self) -> Dict[str, Any]:
         if self._preflight is None:
-            self._preflight = placement.read_preflight(self.run_dir / "preflight.json",
+            self._preflight = placement.read_preflight(RunFolder(self.run_dir).preflight_json,
                                                        self.profile.NODES)
         return self._preflight
 
@@ -99,10 +100,10 @@ def check_training_log(ctx: PostflightContext) -> List[Finding]:
                      f"bytes long, more than {trainlog.MAX_LINE}: not read", offset=offset, length=length)
              for line, offset, length in scan.long_lines]
     if scan.long_count > len(scan.long_lines):
-        found.append(finding("POST-E030", "training.log", f"{scan.long_count - len(scan.long_lines)} "
+        found.append(finding("POST-E030", NAME.training_log, f"{scan.long_count - len(scan.long_lines)} "
                              "more over-long lines not shown"))
     if scan.dropped:
-        found.append(finding("POST-E033", "training.log", f"{scan.dropped} evidence values past the "
+        found.append(finding("POST-E033", NAME.training_log, f"{scan.dropped} evidence values past the "
                              f"first {scan.most} were not kept: more than this run's budget "
                              f"({budget.of_profile(ctx.profile).ranks} ranks x "
                              f"{budget.EVIDENCE_PER_RANK}, {ctx.profile.TARGET_STEPS} steps x "
@@ -116,7 +117,7 @@ def check_fatal_markers(ctx: PostflightContext) -> List[Finding]:
     ctx.evidence["fatal_markers"] = scan.fatal_count
     return [finding("POST-E002", f"training.log:{line}", f"{name}: {text}")
             for line, name, text in scan.fatal] + (
-        [finding("POST-E002", "training.log", f"{scan.fatal_count - len(scan.fatal)} more fatal "
+        [finding("POST-E002", NAME.training_log, f"{scan.fatal_count - len(scan.fatal)} more fatal "
                  "lines not shown")] if scan.fatal_count > len(scan.fatal) else [])
 
 
@@ -124,12 +125,12 @@ def check_completion_markers(ctx: PostflightContext) -> List[Finding]:
     scan = ctx.scan()
     found = []
     if scan.validated_line is None:
-        found.append(finding("POST-E003", "training.log", f"no '{trainlog.VALIDATED}' line"))
+        found.append(finding("POST-E003", NAME.training_log, f"no '{trainlog.VALIDATED}' line"))
     if scan.total_steps != {ctx.steps}:
-        found.append(mismatch("POST-E004", "training.log", "'Total training steps:' values",
+        found.append(mismatch("POST-E004", NAME.training_log, "'Total training steps:' values",
                               [ctx.steps], sorted(scan.total_steps) or "none"))
     if ctx.steps not in scan.global_steps:
-        found.append(finding("POST-E005", "training.log", f"no global_step_{ctx.steps} (seen: "
+        found.append(finding("POST-E005", NAME.training_log, f"no global_step_{ctx.steps} (seen: "
                              f"{sorted(scan.global_steps)[-5:] or 'none'})"))
     ctx.evidence["completion"] = {"validated_line": scan.validated_line,
                                   "total_steps": sorted(scan.total_steps),
@@ -144,7 +145,7 @@ def check_completion_or_stop(ctx: PostflightContext) -> List[Finding]:
 
 def check_inputs_record(ctx: PostflightContext) -> List[Finding]:
     """SUCCESS needs every phase: the inputs check the launcher ran must have passed too."""
-    path = ctx.run_dir / "inputs.json"
+    path = RunFolder(ctx.run_dir).inputs_json
     try:
         status = read_json(path).get("status")
     except (OSError, ValueError, AttributeError) as exc:
@@ -159,19 +160,19 @@ def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
     try:
         preflight = ctx.preflight()
     except (placement.Unreadable, RecursionError) as exc:
-        return [finding("POST-E007", str(ctx.run_dir / "preflight.json"),
+        return [finding("POST-E007", str(RunFolder(ctx.run_dir).preflight_json),
                         f"cannot read preflight.json ({exc}); ranks cannot be mapped to nodes")]
     if not isinstance(preflight, dict):
-        return [finding("POST-E090", str(ctx.run_dir / "preflight.json"), f"holds {typed.kind(preflight)}, "
+        return [finding("POST-E090", str(RunFolder(ctx.run_dir).preflight_json), f"holds {typed.kind(preflight)}, "
                         "not a JSON object: ranks cannot be mapped to nodes")]
     wrong = typed.Problems()
     preflight = typed.conform(preflight, typed.PLACING_PREFLIGHT, "", wrong)
-    found = [finding("POST-E090", str(ctx.run_dir / "preflight.json"), "left out, of the wrong "
+    found = [finding("POST-E090", str(RunFolder(ctx.run_dir).preflight_json), "left out, of the wrong "
                      f"type: {'; '.join(wrong)}" + (f" (and {wrong.count - len(wrong)} more)"
                                                      if wrong.count > len(wrong) else ""))
              ] if wrong.count else []
     if preflight.get("status") != "passed":
-        found.append(finding("POST-E007", "preflight.json", f"preflight status is "
+        found.append(finding("POST-E007", NAME.preflight_json, f"preflight status is "
                              f"{typed.shown(preflight.get('status'))}, not 'passed'"))
     problems, record = placement.place_ranks(ctx.scan(), preflight, ctx.world_size,
                                              ctx.profile.NODES, ctx.profile.GPUS_PER_NODE,
@@ -182,7 +183,7 @@ def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
 
 
 def check_tensorboard(ctx: PostflightContext) -> List[Finding]:
-    folder = ctx.run_dir / "tensorboard"
+    folder = RunFolder(ctx.run_dir).tensorboard
     scalars = ctx.scalars(REQUIRED_SCALARS, ctx.steps)
     found = []
     if not scalars.files:
@@ -215,7 +216,7 @@ def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
     steps = ctx.steps
     found, evidence = checkpoint.step_findings(
         ctx.run_dir, steps, ctx.world_size, fanout.check_files if ctx.fan_out else shards.check_files)
-    tracker = ctx.run_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
+    tracker = RunFolder(ctx.run_dir).checkpoints / "latest_checkpointed_iteration.txt"
     try:
         latest = lines.read_small(tracker).strip()
     except OSError as exc:
@@ -256,7 +257,7 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
         raise UsageError(f"no run folder {run_dir}: set RUN_ID= to a run under PREP_ROOT= "
                          "(make runs lists them)")
     world = args.world_size or profile.world_size
-    ctx = PostflightContext(profile, run_dir, run_id, args.training_log or run_dir / "training.log", world)
+    ctx = PostflightContext(profile, run_dir, run_id, args.training_log or RunFolder(run_dir).training_log, world)
     ctx.lineage = resumed.lineage_in(run_dir)
     ctx.fan_out = bool(getattr(args, "fan_out", False))
     ctx.stop = stopped.stop_point(run_dir)
@@ -269,20 +270,21 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
                       "world_size": world, "target_steps": profile.TARGET_STEPS,
                       "evidence": ctx.evidence}
     code, results = run_phase("postflight", header, CHECKS, ctx,
-                              None if read_only or partial else run_dir, "verification.json", record)
+                              None if read_only or partial else RunFolder(run_dir).verification_json,
+                              record)
     if read_only or partial:
         if read_only or code == 0:
             return audit.conclude(run_dir, code, results, read_only)
-        record_phase(run_dir, "verification.json", phase_record("postflight", results, **record()))
+        record_phase(RunFolder(run_dir).verification_json, phase_record("postflight", results, **record()))
     placement_findings = next(r for r in results if r.name == "rank-placement")
-    write_json(run_dir / "actor-placement.json", {
+    write_json(RunFolder(run_dir).actor_placement_json, {
         **ctx.placement_record, "status": "passed" if placement_findings.passed else "failed",
         "phase": "distributed_rank_placement", "source": "training_log", "run_id": run_id,
         "checked_at": utc_now(), "findings": [f.to_json() for f in placement_findings.findings]})
     if ctx.stop is not None:
         print(f"postflight: PREEMPTED (resumable from step {ctx.stop.step}): {ctx.stop.sentence()}; "
               f"resume with a new RUN_ID and {ctx.stop.resume_line()}", flush=True)
-    success = run_dir / "SUCCESS"
+    success = RunFolder(run_dir).success
     code = audit.unproven(run_dir, code)  # passed checks, but the run's records cannot prove it
     if code == 0:
         if write_new_text(success, utc_now() + "\n"):

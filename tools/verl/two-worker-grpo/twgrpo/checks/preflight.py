@@ -28,6 +28,7 @@ from . import gpu_health, job_shape, node_agents, node_collective, node_limits, 
 from ..run.profile import ROLLOUT_ENGINES, Profile
 from ..run.records import write_text
 from ..run.runpaths import run_folder
+from ..run.runfolder import RunFolder
 
 NODE_ID = re.compile(r"^[0-9a-f]{56}$")
 
@@ -287,11 +288,11 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
                            args.probe_timeout, collective_timeout=args.collective_timeout,
                            collective_mode=args.collective)
     ctx.token = f"{run_id} {secrets.token_hex(8)}\n"
-    write_text(run_dir / "shared-storage-sentinel", ctx.token)
+    write_text(RunFolder(run_dir).shared_storage_sentinel, ctx.token)
     header = (f"profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}")
     try:
-        code, _ = run_phase("preflight", header, CHECKS, ctx, run_dir, "preflight.json", lambda: {
+        code, _ = run_phase("preflight", header, CHECKS, ctx, RunFolder(run_dir).preflight_json, lambda: {
             "run_id": run_id, "profile": profile.to_json(), "expected_nodes": profile.NODES,
             "expected_gpus_per_node": profile.GPUS_PER_NODE, "world_size": profile.world_size,
             "cluster_resources": ctx.cluster_resources, "driver_node_id": ctx.driver_node_id,

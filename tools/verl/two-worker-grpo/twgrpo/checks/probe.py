@@ -22,6 +22,7 @@ from ..run.findings import run_checks
 from ..run.mounts import mount_for
 from ..run.profile import parse_profile_text
 from ..run.records import write_json
+from ..run.runfolder import RunFolder
 
 PACKAGES = {  # distribution -> import name
     "torch": "torch", "ray": "ray", "transformers": "transformers", "sglang": "sglang",
@@ -126,8 +127,8 @@ def probe_node(spec: Dict[str, Any]) -> Dict[str, Any]:
         "hostname": socket.gethostname(),
         "pid": os.getpid(),
     }
-    report["sentinel_ok"] = read_sentinel(run_dir / "shared-storage-sentinel") == spec["token"]
-    marker = run_dir / "preflight-nodes" / f"node-{spec['ordinal']}.json"
+    report["sentinel_ok"] = read_sentinel(RunFolder(run_dir).shared_storage_sentinel) == spec["token"]
+    marker = RunFolder(run_dir).preflight_nodes / f"node-{spec['ordinal']}.json"
     try:
         marker.parent.mkdir(exist_ok=True)
         write_json(marker, {"ordinal": spec["ordinal"], "node_id": report["node_id"],

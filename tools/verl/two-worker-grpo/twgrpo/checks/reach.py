@@ -28,6 +28,7 @@ from ..run.findings import Finding, Skip, finding
 from ..run.records import write_json
 from . import isolated
 from .probe_system import interfaces
+from ..run.runfolder import RunFolder
 
 REACH_SECONDS = 10.0
 CONNECT_SECONDS = 3.0
@@ -169,7 +170,7 @@ def check_reachability(ctx) -> List[Finding]:
     import twgrpo
     ray.cloudpickle.register_pickle_by_value(twgrpo)
     remote = ray.remote(num_cpus=0, max_retries=0)(isolated.task(ray, reach_node))
-    folder = ctx.run_dir / "preflight-reach"
+    folder = RunFolder(ctx.run_dir).preflight_reach
     folder.mkdir(exist_ok=True)
     targets = plan([ordinal for ordinal, _ in answered], ctx.token)
     incoming = expected_incoming(targets)

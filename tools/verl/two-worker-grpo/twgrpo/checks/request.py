@@ -19,12 +19,11 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from . import attempt
 from ..run.findings import UsageError
+from ..run import runid
 from ..run.profile import NAME, SHA256, Profile, requested_profile
-from ..run.runpaths import run_dir
+from ..run.runfolder import run_dir
 
 PROG = "run-two-worker-grpo-v1"
-RUN_ID_FORM = NAME  # the one RUN_ID rule (run/profile.py): no control character, no trailing newline
-MAX_RUN_ID = 128
 ROOT_FORM = re.compile(r"^/[A-Za-z0-9/._-]*\Z")  # \Z: $ would allow a trailing newline
 WHOLE = re.compile(r"^[1-9][0-9]{0,8}\Z")
 SECONDS = re.compile(r"^[0-9]{1,6}(\.[0-9]{1,3})?\Z")
@@ -64,10 +63,10 @@ def variable_problems(env: Mapping[str, str]) -> List[str]:
     if not run_id:
         problems.append("(LAUNCH-E003) RUN_ID is not set — add a new RUN_ID to the job's "
                         "environment variables")
-    elif len(run_id) > MAX_RUN_ID:
+    elif len(run_id) > runid.MOST:
         problems.append(f"(LAUNCH-E015) RUN_ID is {len(run_id)} characters long; at most "
-                        f"{MAX_RUN_ID} are allowed — set a shorter RUN_ID")
-    elif not RUN_ID_FORM.match(run_id):
+                        f"{runid.MOST} are allowed — set a shorter RUN_ID")
+    elif not runid.FORM.match(run_id):
         problems.append(f"(LAUNCH-E004) RUN_ID '{run_id}' must match [A-Za-z0-9][A-Za-z0-9._-]* — use "
                         "letters, digits, '.', '_' and '-'")
     save_freq = env.get("SAVE_FREQ", "")
@@ -75,12 +74,12 @@ def variable_problems(env: Mapping[str, str]) -> List[str]:
         problems.append(f"(LAUNCH-E030) SAVE_FREQ '{save_freq}' must be a positive whole number — "
                         "set SAVE_FREQ=<steps between checkpoints>, or leave it unset")
     resume_from = env.get("RESUME_FROM", "")
-    if resume_from and resume_from != "auto" and (not RUN_ID_FORM.match(resume_from) or len(resume_from) > MAX_RUN_ID
+    if resume_from and resume_from != "auto" and (not runid.is_run_id(resume_from)
                         or resume_from == run_id):
         problems.append(f"(LAUNCH-E031) RESUME_FROM '{resume_from}' must be the RUN_ID of another, "
                         "preempted run — set it to that run's RUN_ID")
     profile = env.get("PROFILE", "")
-    if profile and (not RUN_ID_FORM.match(profile) or profile.endswith(".env")):
+    if profile and (not NAME.match(profile) or profile.endswith(".env")):
         problems.append(f"(LAUNCH-E009) PROFILE '{profile}' must name a profile in the bundle "
                         "(profiles/<name>.env, hash-checked) or a site profile, not a path")
     digest = env.get("PROFILE_SHA256", "")

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from . import checkpoint, liveness, snapshot
-from ..run import command, typed, processes
+from ..run import command, processes, runid, runrecord
 from ..formats import bounded
 from ..run.findings import (Check, CheckResult, Finding, Skip, UsageError, finding, mismatch, phase_record,
                        print_findings, run_checks, verdict)
-from ..run.profile import NAME, Profile
+from ..run.profile import Profile
 from ..run.records import write_json
+from ..run.runfolder import RunFolder
 
 # Checkpoint frequency may differ between the runs of a chain; every other value may not.
 MAY_DIFFER = {"SAVE_FREQ"}
@@ -38,11 +39,7 @@ INPUT_PINS = ("VERL_COMMIT", "VERL_SUMS_SHA256", "MODEL_HUB", "MODEL_ID", "MODEL
               "DATA_SUMS_SHA256", "TRAIN_ROWS", "TEST_ROWS", "REWARD_FILE", "REWARD_FUNCTION",
               "REWARD_SHA256", "DATA_CONVERTER", "DATA_CONVERTER_SHA256")
 TRACKER = "latest_checkpointed_iteration.txt"
-MAX_RECORD_BYTES = 1 << 20      # run.json is a few KiB; a huge one is not ours
 MAX_CHAIN = 100
-# What the resume phase reads of a run.json: without profile values it is not a run record.
-RESUMING_RUN = {**typed.RUN, "profile": typed.Need({"name": str, "values": typed.Need(typed.Map(str))}),
-                "bundle_sums_sha256": str, "launcher_sha256": str, "resume": typed.ANY}
 
 
 # --- the resume phase: before the new run trains -------------------------------------------
@@ -68,22 +65,6 @@ class ResumeContext:
         return self.earlier
 
 
-def read_record(path: Path) -> Dict[str, Any]:
-    """A run.json, refused (ValueError) if it is not a plain file, huge, not JSON, nested too
-    deep, or not a run record with profile values; fields the resume phase reads that have the
-    wrong type are dropped (typed.RUN)."""
-    data = _read_bounded(path, MAX_RECORD_BYTES)
-    try:
-        data = bounded.loads(data)
-    except ValueError as exc:
-        raise ValueError(f"not JSON ({exc})")
-    wrong: List[str] = []
-    data = typed.conform(data, RESUMING_RUN, "", wrong) if isinstance(data, dict) else None
-    if not isinstance(data, dict) or "profile" not in data:
-        raise ValueError("not a run record with profile values" + (f" ({wrong[0]})" if wrong else ""))
-    return data
-
-
 def _read_bounded(path: Path, limit: int) -> bytes:
     """The bytes of a plain file of at most limit bytes (never a FIFO, device or symlink)."""
     if path.is_symlink():
@@ -96,18 +77,18 @@ def _read_bounded(path: Path, limit: int) -> bytes:
 
 def check_earlier_run(ctx: ResumeContext) -> List[Finding]:
     folder = ctx.earlier_dir
-    if not NAME.match(ctx.earlier_id) or ctx.earlier_id == ctx.run_id:
+    if not runid.is_run_id(ctx.earlier_id) or ctx.earlier_id == ctx.run_id:
         return [finding("RES-E001", ctx.earlier_id, "not the RUN_ID of another run")]
     if folder.is_symlink() or not folder.is_dir():
         return [finding("RES-E001", str(folder), "no such run folder" if not folder.is_symlink()
                         else "a symbolic link, not a run folder")]
     try:
-        ctx.earlier = read_record(folder / "run.json")
+        ctx.earlier = runrecord.read_run(folder)
     except (OSError, ValueError) as exc:
-        return [finding("RES-E002", str(folder / "run.json"), f"cannot read the earlier run's "
-                        f"record: {exc}")]
+        return [finding("RES-E002", str(runrecord.path_of(folder)), f"cannot read the earlier "
+                        f"run's record: {exc}")]
     if ctx.earlier.get("run_id") != ctx.earlier_id:
-        return [mismatch("RES-E002", str(folder / "run.json"), "run_id", ctx.earlier_id,
+        return [mismatch("RES-E002", str(runrecord.path_of(folder)), "run_id", ctx.earlier_id,
                          ctx.earlier.get("run_id"))]
     ctx.evidence["earlier_run"] = str(folder)
     return []
@@ -155,10 +136,10 @@ def check_ended_failed(ctx: ResumeContext) -> List[Finding]:
     if _driver_alive(earlier):  # whatever markers exist: FAILED is written before the kill
         return [finding("RES-E007", str(folder), f"its driver (pid {earlier.get('driver_pid')} on "
                         f"{earlier.get('driver_host')}) is alive, whatever its markers say")]
-    if (folder / "SUCCESS").exists():
-        return [finding("RES-E006", str(folder / "SUCCESS"), "the earlier run succeeded; "
+    if (RunFolder(folder).success).exists():
+        return [finding("RES-E006", str(RunFolder(folder).success), "the earlier run succeeded; "
                         "there is nothing to resume")]
-    failed = folder / "FAILED"
+    failed = RunFolder(folder).failed
     if failed.is_file():
         try:
             text = _read_bounded(failed, 4096).decode("utf-8", "replace")
@@ -196,7 +177,7 @@ def check_checkpoint(ctx: ResumeContext) -> List[Finding]:
     """The latest checkpoint at or before verl's tracker that passes postflight's checks."""
     ctx.earlier_record()
     folder = ctx.earlier_dir
-    checkpoints = folder / "checkpoints"
+    checkpoints = RunFolder(folder).checkpoints
     tracker = checkpoints / TRACKER
     if not _inside(checkpoints, folder):
         return [finding("RES-E011", str(checkpoints), "leads out of the earlier run's folder")]
@@ -269,11 +250,11 @@ CHECKS = [
 
 def main(args: argparse.Namespace, profile: Profile) -> int:
     """The launcher's resume phase: the checks, then the lineage into run.json; resume.json."""
-    run = command.run_dir(args.storage_root, args.run_id)
+    run = RunFolder.at(args.storage_root, args.run_id)
     try:
-        record = read_record(run / "run.json")
+        record = runrecord.read_run(run)
     except (OSError, ValueError) as exc:
-        raise UsageError(f"{run / 'run.json'}: cannot read this run's record ({exc})")
+        raise UsageError(f"{run.run_json}: cannot read this run's record ({exc})")
     ctx = ResumeContext(args.storage_root, args.run_id, args.resume_from, profile, record)
     print(f"resume: run {args.run_id} from {args.resume_from}", flush=True)
     results = run_checks("resume", CHECKS, ctx)
@@ -293,10 +274,10 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
         record["resume"] = lineage
         record["training_command"] = command.training_command(
             profile, args.storage_root, args.run_id, (lineage["from_run_id"], lineage["step"]))
-        write_json(run / "run.json", record)
+        runrecord.write(run, record)
         print(f"resume: from {args.resume_from} at step {lineage['step']} ({len(lineage['files'])} "
               f"checkpoint files hashed); training starts at step {lineage['step'] + 1}", flush=True)
-    write_json(run / "resume.json", phase_record("resume", results, run_id=args.run_id,
+    write_json(run.resume_json, phase_record("resume", results, run_id=args.run_id,
                                                  resume_from=args.resume_from,
                                                  evidence=ctx.evidence, lineage=lineage))
     return code

@@ -16,18 +16,17 @@ from typing import Any, Dict, List, Tuple, Union
 
 from ..formats import lines, tfevents
 from ..run.findings import Finding, finding, mismatch
-from ..run.profile import NAME
 from . import snapshot
-from ..run import command
-from .resume import read_record
+from ..run import runid, runrecord
+from ..run.runfolder import NAME, RunFolder
 
 
 def lineage_in(run_dir: Path) -> Union[None, Dict[str, Any], str]:
     """The lineage in a run's run.json: None for a fresh run, a text saying why it is unusable."""
-    if not os.path.lexists(run_dir / "run.json"):
+    if not os.path.lexists(RunFolder(run_dir).run_json):
         return None  # postflight's other checks report the missing record's consequences
     try:
-        lineage = read_record(run_dir / "run.json").get("resume")
+        lineage = runrecord.read_run(run_dir).get("resume")
     except (OSError, ValueError) as exc:
         return f"cannot read run.json ({exc})"
     if lineage is None:
@@ -44,7 +43,7 @@ def recorded_step(lineage: Any) -> Tuple[str, int]:
     if not isinstance(lineage, dict):
         raise ValueError("the resume record is not an object")
     earlier, step = lineage.get("from_run_id"), lineage.get("step")
-    if not isinstance(earlier, str) or not NAME.match(earlier) or isinstance(step, bool) or \
+    if not runid.is_run_id(earlier) or isinstance(step, bool) or \
             not isinstance(step, int) or step < 1:
         raise ValueError(f"the resume record names run {earlier!r} at step {step!r}")
     return earlier, step
@@ -59,17 +58,17 @@ def check_resumed_run(ctx) -> List[Finding]:
         ctx.evidence["resume"] = None
         return []
     if isinstance(lineage, str):  # unusable: lineage_in says why
-        return [finding("POST-E060", str(ctx.run_dir / "run.json"), lineage)]
+        return [finding("POST-E060", str(RunFolder(ctx.run_dir).run_json), lineage)]
     earlier, step = recorded_step(lineage)
     copied = "snapshot" in lineage
     if copied:
         expected, root = snapshot.snapshot_dir(ctx.run_dir, earlier, step), ctx.run_dir
-        want = f"/{ctx.run_dir.name}/{command.RESUME_FOLDER}{_suffix(earlier, step)}"
+        want = f"/{ctx.run_dir.name}/{NAME.resume_from}{_suffix(earlier, step)}"
         if lineage.get("snapshot") != str(expected.relative_to(ctx.run_dir)):
-            return [mismatch("POST-E060", str(ctx.run_dir / "run.json"), "resume snapshot",
+            return [mismatch("POST-E060", str(RunFolder(ctx.run_dir).run_json), "resume snapshot",
                              str(expected.relative_to(ctx.run_dir)), lineage.get("snapshot"))]
     else:
-        expected = ctx.run_dir.parent / earlier / "checkpoints" / f"global_step_{step}"  # a sibling
+        expected = RunFolder(ctx.run_dir.parent / earlier).checkpoints / f"global_step_{step}"  # a sibling
         root, want = ctx.run_dir.parent / earlier, _suffix(earlier, step)
     found = []
     found += _loaded_checkpoint(ctx, earlier, step, want)
@@ -89,7 +88,7 @@ def _loaded_checkpoint(ctx, earlier: str, step: int, want: str) -> List[Finding]
     scan = ctx.scan()
     loads = scan.checkpoint_loads
     if not loads:
-        return [finding("POST-E061", "training.log", "no 'Load from checkpoint folder:' line: "
+        return [finding("POST-E061", NAME.training_log, "no 'Load from checkpoint folder:' line: "
                         f"verl did not load {earlier}'s global_step_{step}")]
     wrong = [(n, p) for n, p in loads if not p.rstrip("/").endswith(want)]
     if wrong or len(loads) > 1:
@@ -97,13 +96,13 @@ def _loaded_checkpoint(ctx, earlier: str, step: int, want: str) -> List[Finding]
                         f"{', '.join(p for _, p in loads[:3])}; expected one load of ...{want}")]
     shards = [p for _, _, p in scan.shard_loads if f"{want}/actor/" not in p]
     if shards:
-        return [finding("POST-E061", "training.log", f"a rank loaded {shards[0]}, not a shard of "
+        return [finding("POST-E061", NAME.training_log, f"a rank loaded {shards[0]}, not a shard of "
                         f"...{want}")]
     world = ctx.world_size
     models = {p.rsplit("/", 1)[-1] for _, kind, p in scan.shard_loads if kind == "model"}
     missing = [r for r in range(world) if f"model_world_size_{world}_rank_{r}.pt" not in models]
     if missing:
-        return [finding("POST-E061", "training.log", f"no 'Loaded model from' line for rank(s) "
+        return [finding("POST-E061", NAME.training_log, f"no 'Loaded model from' line for rank(s) "
                         f"{missing[:8]}: those ranks did not load the checkpoint")]
     ctx.evidence["resume_loads"] = {"folder_line": loads[0][0], "shards": len(scan.shard_loads)}
     return []
@@ -114,20 +113,20 @@ def _continued_steps(ctx, step: int) -> List[Finding]:
     want = list(range(step + 1, ctx.steps + 1))
     found = []
     if metric != want:
-        found.append(mismatch("POST-E062", "training.log", "training steps (step:N lines)",
+        found.append(mismatch("POST-E062", NAME.training_log, "training steps (step:N lines)",
                               f"{step + 1}..{ctx.steps}", metric or "none"))
     scalars = ctx.scalars() if hasattr(ctx, "scalars") else \
-        tfevents.load_scalars(ctx.run_dir / "tensorboard")
+        tfevents.load_scalars(RunFolder(ctx.run_dir).tensorboard)
     logged = sorted(scalars.values.get("training/global_step", {}))
     if logged != want:
-        found.append(mismatch("POST-E063", str(ctx.run_dir / "tensorboard"),
+        found.append(mismatch("POST-E063", str(RunFolder(ctx.run_dir).tensorboard),
                               "training/global_step steps", f"{step + 1}..{ctx.steps}",
                               logged or "none"))
     return found
 
 
 def _resolved_resume(ctx, want: str) -> List[Finding]:
-    path = ctx.run_dir / "resolved-command.txt"
+    path = RunFolder(ctx.run_dir).resolved_command_txt
     try:
         argv = shlex.split(lines.read_small(path))
     except (OSError, ValueError) as exc:
@@ -147,7 +146,7 @@ def _resolved_resume(ctx, want: str) -> List[Finding]:
 def _checkpoint_unchanged(ctx, step_dir: Path, files: Any, root: Path,
                           copied: bool) -> List[Finding]:
     if not isinstance(files, dict) or not files:
-        return [finding("POST-E060", str(ctx.run_dir / "run.json"), "the resume record lists no "
+        return [finding("POST-E060", str(RunFolder(ctx.run_dir).run_json), "the resume record lists no "
                         "checkpoint files")]
     if not step_dir.is_dir():
         return [finding("POST-E065", str(step_dir), "the checkpoint verl loaded is gone; the "

@@ -11,6 +11,7 @@ from typing import Any, List, Optional, Tuple
 
 from ..formats import bounded, lines
 from ..run.findings import Finding, finding, mismatch
+from ..run.runfolder import RunFolder
 
 MAX_ROLLOUT_ROW = 4 << 20  # a row is a prompt and a response; a longer one is not parsed
 
@@ -121,7 +122,7 @@ def check_rollouts(ctx) -> List[Finding]:
     first, last = ctx.first_step, ctx.steps
     total = {"steps": 0, "rows": 0, "score_min": None, "score_max": None}
     for step in range(ctx.first_step, ctx.steps + 1):
-        path = ctx.run_dir / "rollouts" / f"{step}.jsonl"
+        path = RunFolder(ctx.run_dir).rollouts / f"{step}.jsonl"
         try:
             rows, bad, long_rows, low_high = _rollout_file(path, step)
         except OSError as exc:

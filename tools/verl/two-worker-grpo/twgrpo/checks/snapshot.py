@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 from typing import Dict, Iterator, Tuple
 
-from ..run.command import RESUME_FOLDER
+from ..run.runfolder import RunFolder
 
 MAX_FILES = 10000       # a checkpoint holds 3 shards per rank plus a few config files
 CHUNK = 4 << 20
@@ -32,7 +32,7 @@ class SnapshotError(ValueError):
 
 
 def snapshot_dir(run_dir: Path, earlier: str, step: int) -> Path:
-    return Path(run_dir) / RESUME_FOLDER / earlier / "checkpoints" / f"global_step_{step}"
+    return RunFolder(RunFolder(run_dir).resume_from / earlier).checkpoints / f"global_step_{step}"
 
 
 def _inside(real: str, top: str) -> bool:

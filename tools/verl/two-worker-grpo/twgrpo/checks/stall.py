@@ -33,7 +33,8 @@ from ..run.findings import Finding, UsageError, finding
 from ..run.records import read_json, write_json
 from ..run.command import FLIGHT_RECORDER, flight_pipe_prefix
 from .stall_nodes import GPU_USE, bounded_output, cluster_evidence, request_dumps
-from ..run.runpaths import recorded_profile
+from ..run import runrecord
+from ..run.runfolder import NAME, RunFolder
 
 CHUNK = 1 << 20
 MAX_CHUNKS = 64  # read per poll: a burst of output is caught up within seconds
@@ -44,7 +45,6 @@ EVIDENCE_SECONDS = 150.0  # the most the evidence may take before the phase is s
 STEP_LINE = re.compile(r"^(?:\x1b\[[0-9;]*m)?(?:\([^)]*\))?(?:\x1b\[[0-9;]*m)?\s*step:(?P<step>\d{1,18}) - ")
 EVIDENCE_BYTES = 64 * 1024
 FLIGHT_DIR = FLIGHT_RECORDER  # where the ranks' dumps are written
-EVIDENCE_FILE = "stall-evidence.json"
 DUMP_WAIT = 10.0  # seconds the ranks get to write their flight-recorder dumps
 
 
@@ -119,10 +119,10 @@ def checkpoint_activity(run_dir: Path) -> tuple:
     """What changes while verl writes a checkpoint: the newest global_step_N folder's files and
     bytes (a save can outlast the step limit on slow storage; it is not a hang)."""
     try:
-        steps = [e.name for e in os.scandir(run_dir / "checkpoints") if e.name.startswith("global_step_")]
+        steps = [e.name for e in os.scandir(RunFolder(run_dir).checkpoints) if e.name.startswith("global_step_")]
         if not steps:
             return ()
-        newest = run_dir / "checkpoints" / max(steps, key=lambda n: int(n[12:]) if n[12:].isdigit() else -1)
+        newest = RunFolder(run_dir).checkpoints / max(steps, key=lambda n: int(n[12:]) if n[12:].isdigit() else -1)
         files = [e for folder in (newest, newest / "actor") for e in os.scandir(folder)
                  if e.is_file(follow_symlinks=False)][:8192]
         return (newest.name, len(files), sum(e.stat(follow_symlinks=False).st_size for e in files))
@@ -161,7 +161,7 @@ def watch(run_dir: Path, clock: StallClock, poll: float = 1.0, group: Optional[i
           grace: float = 10.0, cluster: bool = True) -> int:
     """Follow training.log until the rest of the process group has ended (0) or the training
     stalls (3: the phase is stopped, whatever the evidence gathering does)."""
-    follower = LogFollower(run_dir / "training.log")
+    follower = LogFollower(RunFolder(run_dir).training_log)
     group = os.getpgrp() if group is None else group
     activity, looked = checkpoint_activity(run_dir), time.monotonic()
     while True:
@@ -201,16 +201,16 @@ def _stalled(run_dir: Path, clock: StallClock, follower: LogFollower, group: int
         for number in later:
             clock.step(number, time.monotonic())
         return False
-    record["evidence_file"] = EVIDENCE_FILE
+    record["evidence_file"] = NAME.stall_evidence_json
     record["flight_dumps"] = gathered.get("flight_dumps", {})
 
     def write() -> None:
         # The stacks can be megabytes on a big cluster: their own file; stall.json stays small.
-        write_json(run_dir / EVIDENCE_FILE, {"this_host": gathered.get("this_host"),
+        write_json(RunFolder(run_dir).stall_evidence_json, {"this_host": gathered.get("this_host"),
                                              "cluster": gathered.get("cluster")})
-        write_json(run_dir / "stall.json", record)
+        write_json(RunFolder(run_dir).stall_json, record)
     error = _within(write, 30.0)
-    print(f"watch-training: evidence in {run_dir / 'stall.json'} ({len(record['flight_dumps'])} "
+    print(f"watch-training: evidence in {RunFolder(run_dir).stall_json} ({len(record['flight_dumps'])} "
           f"flight-recorder dump(s)); stopping the phase" if error is None else
           f"watch-training: could not record the evidence ({error}); stopping the phase anyway", flush=True)
     return True
@@ -274,7 +274,7 @@ def stop(group: int, grace: float) -> None:
 def max_step(run_dir: Path) -> int:
     """The run's last step, from the profile its run.json recorded; 0 when it cannot be read."""
     try:
-        return int(recorded_profile(Path(run_dir) / "run.json").TARGET_STEPS)
+        return int(runrecord.profile(run_dir).TARGET_STEPS)
     except (UsageError, ValueError, TypeError, AttributeError):
         return 0
 
@@ -292,7 +292,7 @@ def main(args: argparse.Namespace, profile) -> int:
 
 def check_stall(ctx) -> List[Finding]:
     """Postflight: the watchdog's record, when it stopped the training."""
-    path = ctx.run_dir / "stall.json"
+    path = RunFolder(ctx.run_dir).stall_json
     if not path.exists():
         return []  # the watchdog did not stop the run
     try:

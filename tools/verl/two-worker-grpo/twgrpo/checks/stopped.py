@@ -14,6 +14,7 @@ from typing import List, Optional
 from ..run.findings import Finding, finding, mismatch
 from ..run.preemption import STOPPED_ID, Stop, stop_of
 from ..run.runverdict import failed_fields, success_text
+from ..run.runfolder import NAME
 
 
 def stop_point(run_dir: Path) -> Optional[Stop]:
@@ -30,7 +31,7 @@ def check_stopped(ctx) -> List[Finding]:
     found = []
     target = ctx.profile.TARGET_STEPS
     if scan.total_steps != {target}:
-        found.append(mismatch("POST-E004", "training.log", "'Total training steps:' values",
+        found.append(mismatch("POST-E004", NAME.training_log, "'Total training steps:' values",
                               [target], sorted(scan.total_steps) or "none"))
     ctx.evidence["stopped"] = {"how": stop.how, "phase": stop.phase, "at": stop.at,
                                "step": stop.step, "target": target,

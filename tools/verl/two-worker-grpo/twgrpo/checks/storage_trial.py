@@ -21,6 +21,7 @@ from ..run import recipe
 from ..run.findings import Finding, Skip, finding
 from . import isolated
 from .node_system import CHECKPOINT_FACTOR, weights_bytes
+from ..run.runfolder import RunFolder
 
 TRIAL_BYTES = 64 << 20
 CHUNK = 4 << 20
@@ -127,7 +128,7 @@ def check_storage_trial(ctx) -> List[Finding]:
     import twgrpo
     ray.cloudpickle.register_pickle_by_value(twgrpo)
     remote = ray.remote(num_cpus=0, max_retries=0)(isolated.task(ray, storage_trial))
-    folder = ctx.run_dir / "preflight-storage"
+    folder = RunFolder(ctx.run_dir).preflight_storage
     folder.mkdir(exist_ok=True)
     seconds = ctx.storage_seconds
     size = trial_bytes(ctx.storage_bytes, shutil.disk_usage(folder).free, len(nodes))

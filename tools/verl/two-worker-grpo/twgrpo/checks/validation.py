@@ -10,6 +10,7 @@ from typing import List, Set
 
 from ..formats import tfevents
 from ..run.findings import Finding, Skip, finding
+from ..run.runfolder import RunFolder
 
 CORE = "val-core/"
 
@@ -27,7 +28,7 @@ def check_validation(ctx) -> List[Finding]:
         ctx.evidence["validation"] = {"expected_steps": [], "why": "the profile runs no "
                                       "validation (TEST_FREQ=-1, VAL_BEFORE_TRAIN=false)"}
         return []
-    folder = ctx.run_dir / "tensorboard"
+    folder = RunFolder(ctx.run_dir).tensorboard
     scalars = ctx.scalars() if hasattr(ctx, "scalars") else tfevents.load_scalars(folder)
     if not scalars.files:
         raise Skip("no TensorBoard event file (tensorboard-scalars says so)")

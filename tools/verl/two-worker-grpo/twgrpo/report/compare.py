@@ -20,11 +20,11 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..run.findings import EXIT_FAILED, EXIT_PASSED, Finding, UsageError, finding, utc_now
 from ..run.humane import printable
-from ..run.profile import NAME
 from ..run.records import RecordError, write_text
-from ..run.runpaths import MAX_RUN_ID, run_dir
+from ..run import runid, runrecord
+from ..run.runfolder import run_dir
 from . import compare_facts, compare_metrics, compare_rollouts, runview
-from .summary import run_json_problem
+
 
 COMPARE_FOLDER = "two-worker-grpo-compare"  # beside runs/verl/two-worker-grpo/, never in it
 MAX_AGAINST = 8
@@ -37,14 +37,14 @@ def usage(fid: str, obj: str, message: str) -> UsageError:
 
 def load_view(storage_root: Path, run_id: str) -> runview.RunView:
     """The run as the report sees it; its profile values from its own run.json."""
-    if not run_id or len(run_id) > MAX_RUN_ID or not NAME.match(run_id):
+    if not runid.is_run_id(run_id):
         raise usage("CMP-E001", repr(run_id)[:140], "is not a RUN_ID (letters, digits, '.', '_', "
                     "'-', at most 128)")
     folder = run_dir(storage_root, run_id)
     if folder.is_symlink() or not folder.is_dir():
         raise usage("CMP-E001", str(folder), "is not a run folder" + (
             " (a symbolic link)" if folder.is_symlink() else ""))
-    problem = run_json_problem(folder)
+    problem = runrecord.profile_problem(folder)
     view = runview.load(folder, run_id, {}, "?", problem)
     values = compare_facts.profile_values(view)
     view.profile = values

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..formats import bounded
-from ..run import budget
+from ..run import runrecord
 from .runview import MAX_SAMPLE_CHARS, ROLLOUT_NAMES_PER_STEP, RunView
+from ..run.runfolder import RunFolder
 
 MAX_ROWS = 4096
 MAX_PROMPTS = 6
@@ -21,10 +22,10 @@ MAX_RESPONSES = 2  # per prompt and run
 
 
 def steps_of(run_dir: Path) -> List[int]:
-    folder = run_dir / "rollouts"
+    folder = RunFolder(run_dir).rollouts
     if not folder.is_dir():
         return []
-    most = max(100_000, ROLLOUT_NAMES_PER_STEP * budget.of_run(run_dir).steps)  # as the report reads
+    most = max(100_000, ROLLOUT_NAMES_PER_STEP * runrecord.size(run_dir).steps)  # as the report reads
     stems = [name[:-len(".jsonl")] for name in bounded.first_names(folder, "", most) if name.endswith(".jsonl")]
     return sorted(int(stem) for stem in stems if bounded.ascii_digits(stem) and len(stem) < 10)
 
@@ -65,7 +66,7 @@ def side_by_side(views: Sequence[RunView]) -> Optional[Dict[str, Any]]:
     if not common:
         return None
     step = max(common)
-    rows = [by_prompt(v.run_dir / "rollouts" / f"{step}.jsonl") for v in views]
+    rows = [by_prompt(RunFolder(v.run_dir).rollouts / f"{step}.jsonl") for v in views]
     shared = [p for p in rows[0] if all(p in r for r in rows[1:])]
     prompts = [{"prompt": rows[0][p]["prompt"], "runs": [r[p]["rows"] for r in rows]}
                for p in shared[:MAX_PROMPTS]]

@@ -9,27 +9,23 @@ last 256 KiB, at most MAX_RUNS sibling folders and MAX_CHAIN ancestors are looke
 from __future__ import annotations
 
 import dataclasses
-import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..formats import bounded, tfevents
-from ..run import heartbeat
+from ..run import heartbeat, runid, runrecord
 from ..run.humane import parse_time
-from ..run.profile import NAME as RUN_ID
 from ..run.runverdict import failed_fields
 from .timeline import LAUNCHER_PREFIX, BadLine, phase_line, phase_timeline
+from ..run.runfolder import RunFolder
 
 MAX_RUNS = 5000
 MAX_CHAIN = 100
 
 
 def run_record(run_dir: Path) -> Dict[str, Any]:
-    try:
-        return bounded.read_object(Path(run_dir) / "run.json", 1 << 20)
-    except bounded.Unreadable:
-        return {}
+    return runrecord.read_or_empty(run_dir)
 
 
 def parent_of(run: Dict[str, Any]) -> Optional[Tuple[str, int]]:
@@ -38,7 +34,7 @@ def parent_of(run: Dict[str, Any]) -> Optional[Tuple[str, int]]:
     if not isinstance(resume, dict):
         return None
     parent, step = resume.get("from_run_id"), resume.get("step")
-    if not isinstance(parent, str) or not RUN_ID.match(parent) or isinstance(step, bool) \
+    if not runid.is_run_id(parent) or isinstance(step, bool) \
             or not isinstance(step, int):
         return None
     return parent, step
@@ -63,7 +59,7 @@ def children_of(runs_root: Path, run_id: str) -> List[Tuple[str, int]]:
 def _launcher_times(run_dir: Path) -> List[datetime]:
     """Every start and end of a launcher phase in the last 256 KiB of driver.log."""
     try:
-        tail = bounded.tail_lines(Path(run_dir) / "driver.log", 256 << 10, LAUNCHER_PREFIX)
+        tail = bounded.tail_lines(RunFolder(run_dir).driver_log, 256 << 10, LAUNCHER_PREFIX)
     except bounded.Unreadable:
         return []
     times = []
@@ -84,23 +80,6 @@ def _launcher_times(run_dir: Path) -> List[datetime]:
     return times
 
 
-PARENT_TAIL = 64 << 10
-# from_run_id, then (sorted keys) the snapshot the resume phase made, when there is one, then step
-_PARENT = re.compile(rb'\n    "from_run_id": "([A-Za-z0-9][A-Za-z0-9._-]{0,127})",\n'
-                     rb'(?:    "snapshot": "[^"\n]{0,4096}",\n)?    "step": (\d{1,9})\n  \}')
-
-
-def parent_glance(run_dir: Path) -> Optional[Tuple[str, int]]:
-    """(parent, step) from the last PARENT_TAIL bytes of run.json, where the writer (indent 2,
-    sorted keys) ends the resume record; make runs reads no more of a run.json than that."""
-    try:
-        data = "\n".join(bounded.tail_lines(Path(run_dir) / "run.json", PARENT_TAIL)).encode()
-    except bounded.Unreadable:
-        return None
-    match = _PARENT.search(b"\n" + data)
-    return (match.group(1).decode(), int(match.group(2))) if match else None
-
-
 def last_sign_of_life(run_dir: Path) -> Optional[datetime]:
     """The latest of: driver.log's last phase line, FAILED's time, the last heartbeat. Only
     when none exists, the newest modification time of driver.log, training.log or run.json."""
@@ -115,9 +94,10 @@ def last_sign_of_life(run_dir: Path) -> Optional[datetime]:
         times.append(datetime.fromtimestamp(beat, timezone.utc))
     if times:
         return max(times)
-    for name in ("driver.log", "training.log", "run.json"):
+    files = RunFolder(run_dir)
+    for path in (files.driver_log, files.training_log, files.run_json):
         try:
-            times.append(datetime.fromtimestamp(bounded.regular(run_dir / name).st_mtime, timezone.utc))
+            times.append(datetime.fromtimestamp(bounded.regular(path).st_mtime, timezone.utc))
         except bounded.Unreadable:
             continue
     return max(times) if times else None
@@ -171,7 +151,7 @@ def lineage(run_dir: Path, run: Dict[str, Any], last_step: Optional[int] = None)
     run_dir = Path(run_dir)
     parent = parent_of(run)
     resume = run.get("resume") if isinstance(run.get("resume"), dict) else {}
-    chain = [c for c in resume.get("chain", []) if isinstance(c, str) and RUN_ID.match(c)][-MAX_CHAIN:]
+    chain = [c for c in resume.get("chain", []) if runid.is_run_id(c)][-MAX_CHAIN:]
     values = run.get("profile", {}).get("values", {}) if isinstance(run.get("profile"), dict) else {}
     target = _int(values.get("TARGET_STEPS")) if isinstance(values, dict) else None
     first = parent[1] + 1 if parent else 1
@@ -196,7 +176,7 @@ def inherited_series(run_dir: Path, lin: Lineage, tags: List[str]) -> Dict[str, 
     out: Dict[str, Dict[int, float]] = {}
     limit = lin.parent[1]
     for ancestor in reversed(lin.chain):  # the parent first: its steps win
-        folder = Path(run_dir).parent / ancestor / "tensorboard"
+        folder = Path(run_dir).parent / RunFolder(ancestor).tensorboard
         if not folder.is_dir():
             continue
         scalars = tfevents.load_scalars(folder, keep=tuple(tags))

@@ -6,7 +6,6 @@ remote loads even if something slipped through.
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Tuple
 
 from . import nodegrid, svg
@@ -16,6 +15,7 @@ from .reference import reference_line
 from .runview import KEY_SCALARS, RunView
 from .style import CSS
 from .svg import text
+from ..run.runfolder import RunFolder
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 MAX_RANK_ROWS = 1024  # rows of the every-rank table; the per-node table holds all ranks
@@ -266,7 +266,7 @@ def render(view: RunView, generated_at: str) -> str:
                          f're-run and kept as {text(name, 120)}</div>' for name in v.superseded)
     word = v.status
     why = v.summary.split(": ", 1)[1] if v.summary.startswith(word + ":") else v.summary
-    board = os.path.join(str(view.run_dir), "tensorboard")
+    board = str(RunFolder(view.run_dir).tensorboard)
     sections = [
         f"<h1>{text(view.run_id)}</h1>",
         f'<p class="sub">two-worker GRPO run · profile {text(view.profile_name)} · '

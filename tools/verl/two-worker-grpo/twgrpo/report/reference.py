@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from ..run.findings import Finding, finding
-from ..run.profile import NAME
-from ..run.runpaths import MAX_RUN_ID
+from ..run import runid
 from . import lineage as lineage_view
 from .svg import text
 
@@ -32,7 +31,7 @@ def load(view, name: Optional[str]) -> List[Finding]:
     if ref_id is None:
         return []
     folder = Path(view.run_dir).parent / ref_id
-    if len(ref_id) > MAX_RUN_ID or not NAME.match(ref_id):
+    if not runid.is_run_id(ref_id):
         return [finding("RPT-E450", ref_id[:140], "is not a RUN_ID (letters, digits, '.', '_', '-')")]
     if ref_id == view.run_id:
         return [finding("RPT-E450", ref_id, "is this run itself")]

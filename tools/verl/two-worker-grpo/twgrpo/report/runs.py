@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from ..formats import bounded
-from ..run import glance, heartbeat, typed
+from ..run import glance, heartbeat, runid, runrecord, typed
 from ..run.findings import UsageError
 from ..run.humane import duration, printable, when
-from ..run.profile import NAME as RUN_ID
 from . import lineage, runs_json
-from ..run.runpaths import run_dir
+from ..run.runfolder import run_dir
 from ..run.runverdict import latest_verdict
 
 TAIL = 256 << 10  # of driver.log searched for the last phases' lines (bytes.find, not parsed)
@@ -38,7 +37,8 @@ def _cut(text: str, width: int) -> str:
 def glance_status(folder: Path, name: str) -> Optional[str]:
     """A phase record's status from a glance at its ends (runverdict.record_status's words)."""
     try:
-        status = glance.fields(folder / name, ("status",), {"status": str})["status"]
+        status = glance.fields(folder / name, ("status",), {"status": str},
+                               runrecord.size(folder).record_bytes)["status"]
     except bounded.Unreadable as exc:
         return None if str(exc) == "missing" else "unreadable"
     except ValueError:
@@ -58,20 +58,20 @@ def _unreadable_folder(folder: Path) -> Optional[str]:
 
 
 def run_row(folder: Path) -> Dict[str, str]:
-    name = folder.name if RUN_ID.match(folder.name) else repr(folder.name)
+    name = folder.name if runid.is_run_id(folder.name) else repr(folder.name)
     problem = _unreadable_folder(folder)
     if problem:
         return {"run_id": name, "start": "—", "sort": "~", "duration": "—", "profile": "?",
                 "verdict": f"UNREADABLE ({problem}: the folder cannot be listed)", "lineage": ""}
     try:
-        run = glance.fields(folder / "run.json", ("started_at", "profile.name") + BUNDLE,
-                            {"started_at": typed.UTC, "profile.name": str, **dict.fromkeys(BUNDLE, str)})
+        run = runrecord.glance_fields(folder, ("started_at", "profile.name") + BUNDLE,
+                                      {"started_at": typed.UTC, "profile.name": str, **dict.fromkeys(BUNDLE, str)})
     except (bounded.Unreadable, ValueError):
         run = dict.fromkeys(("started_at", "profile.name") + BUNDLE)
     start = typed.utc_time(run["started_at"])
     took: Optional[float] = lineage.lifetime(folder, run)  # to the last sign of life
     verdict = latest_verdict(folder, glance_status)
-    parent = lineage.parent_glance(folder)
+    parent = runrecord.parent_glance(folder)
     return {"run_id": name,
             "start": when(run["started_at"]) if start else "—",
             "sort": start.isoformat() if start else "~",

@@ -11,10 +11,10 @@ import math
 import os
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..formats import bounded, tfevents
-from ..run import budget, typed
+from ..run import budget, runrecord, typed
 from ..run.findings import Finding, finding
 from ..run.humane import parse_time
 from ..checks.postflight import REQUIRED_SCALARS
@@ -22,6 +22,7 @@ from ..run.runverdict import PHASE_RECORDS, Verdict, failed_fields, latest_verdi
 from . import lineage as lineage_view
 from .shardlist import checkpoint_shards
 from .timeline import Phase, phases_of
+from ..run.runfolder import NAME, RunFolder
 
 KEY_SCALARS = REQUIRED_SCALARS + ("critic/rewards/mean", "response_length/mean", "actor/entropy",
                                   "actor/pg_clipfrac", "actor/ppo_kl", "perf/throughput",
@@ -90,16 +91,19 @@ class RunView:
 
 def _record(run_dir: Path, name: str, problems: List[Finding],
             statuses: Optional[Dict[str, Optional[str]]] = None,
-            size: budget.Size = budget.Size()) -> Dict[str, Any]:
+            size: budget.Size = budget.Size(),
+            read: Optional[Callable[[List[str]], Dict[str, Any]]] = None) -> Dict[str, Any]:
     """A record held to its schema (run/typed.py): RPT-E002 if it cannot be read at all, one
     RPT-E020 naming the fields of the wrong type or range that the page leaves out. Its status
     goes into statuses in runverdict.record_status's words (each record is parsed once). Its
-    bytes, parse cost and items are held to the run's budget (size), not to constants."""
+    bytes, parse cost and items are held to the run's budget (size), not to constants. read:
+    how to read it, for run.json (runrecord reads that)."""
     wrong = typed.Problems()
     statuses = {} if statuses is None else statuses
     try:
-        record = typed.read_record(run_dir / name, typed.SCHEMAS[name], wrong, size.record_bytes,
-                                   size.record_memory, size.items)
+        record = read(wrong) if read else typed.read_record(
+            run_dir / name, typed.SCHEMAS[name], wrong, size.record_bytes, size.record_memory,
+            size.items)
     except bounded.Unreadable as exc:
         statuses[name] = None if str(exc) == "missing" else "unreadable"
         if str(exc) != "missing":
@@ -133,7 +137,7 @@ def trained(run_dir: Path) -> bool:
 
 
 def scalar_series(run_dir: Path, problems: List[Finding], size: budget.Size = budget.Size()):
-    folder = run_dir / "tensorboard"
+    folder = RunFolder(run_dir).tensorboard
     files, complete = bounded.files_under(folder, "events.out.tfevents.", MAX_EVENT_FILES + 1)
     if not complete:
         problems.append(finding("RPT-E005", "tensorboard/", f"more than {MAX_EVENT_FILES} event "
@@ -203,7 +207,7 @@ def rollout_file(path: Path, most: int = MAX_ROLLOUT_ROWS) -> Dict[str, Any]:
 def rollout_samples(run_dir: Path, problems: List[Finding],
                     size: budget.Size = budget.Size()) -> Dict[int, Dict[str, Any]]:
     """Samples of the first and the last step that dumped rollouts."""
-    folder = run_dir / "rollouts"
+    folder = RunFolder(run_dir).rollouts
     steps = []
     if folder.is_dir():
         most = max(100_000, ROLLOUT_NAMES_PER_STEP * size.steps)
@@ -256,15 +260,17 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
     problems: List[Finding] = []
     size = budget.of_values(profile_values)  # every limit below is this run's budget
     if run_json_problem:
-        problems.append(finding("RPT-E001", "run.json", f"{run_json_problem}; the report assumes "
+        problems.append(finding("RPT-E001", RunFolder(run_dir).run_json.name, f"{run_json_problem}; the report assumes "
                                 f"profile {profile_name}"))
-    run = _record(run_dir, "run.json", problems) if not run_json_problem else {}
+    run = {} if run_json_problem else _record(
+        run_dir, RunFolder(run_dir).run_json.name, problems,
+        read=lambda wrong: runrecord.read_typed(run_dir, typed.RUN, wrong, budget.Size()))
     statuses: Dict[str, Optional[str]] = {}
     records = {phase: _record(run_dir, name, problems, statuses, size)
                for phase, name in PHASE_RECORDS}
     verdict = latest_verdict(run_dir, lambda _, name: statuses[name], whole=True)
-    if os.path.lexists(run_dir / "resume.json"):  # the resume phase's record, for its card
-        records["resume"] = _record(run_dir, "resume.json", problems, {}, size)
+    if os.path.lexists(RunFolder(run_dir).resume_json):  # the resume phase's record, for its card
+        records["resume"] = _record(run_dir, NAME.resume_json, problems, {}, size)
     if verdict.conflicts:
         problems += [finding("RPT-E004", "SUCCESS/FAILED", text) for text in verdict.conflicts]
     if verdict.status == "UNPROVEN":
@@ -272,7 +278,7 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
         problems += verdict.findings  # what it lacks, with the verdict's own id and hint
     if verdict.status == "INCOMPLETE" and not verdict.conflicts:
         problems.append(finding("RPT-E007", run_id, verdict.summary))
-    placement = _record(run_dir, "actor-placement.json", problems, None, size)
+    placement = _record(run_dir, NAME.actor_placement_json, problems, None, size)
     workers = records["preflight"].get("workers", [])
     actors = placement.get("actors", [])
     series, more = scalar_series(run_dir, problems, size)

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..formats import bounded
 from ..run import budget
 from ..run.findings import Finding, finding
+from ..run.runfolder import RunFolder
 
 SHARD_NAMES_PER_RANK = 8  # names in a checkpoint's actor/ looked at (3 shards a rank)
 RANK = re.compile(r"^(?P<kind>.+_world_size_\d+)_rank_(?P<rank>\d{1,9})\.pt$")
@@ -24,7 +25,7 @@ def checkpoint_shards(run_dir: Path, evidence: Dict[str, Any], problems: List[Fi
     groups: Dict[str, Dict[str, Any]] = {}
     most = SHARD_NAMES_PER_RANK * size.ranks + 64
     looked, cut = 0, False
-    for step_dir in bounded.first_entries(run_dir / "checkpoints", "global_step_", size.steps + 2):
+    for step_dir in bounded.first_entries(RunFolder(run_dir).checkpoints, "global_step_", size.steps + 2):
         names = bounded.first_entries(step_dir / "actor", "", most + 1)
         cut = cut or len(names) > most
         for path in names[:most]:

@@ -6,29 +6,15 @@ import os
 from pathlib import Path
 from typing import List, Optional
 
-from ..formats import bounded
 from . import lineage_page, page, reference, runview
 from ..run.findings import UsageError, utc_now
 from ..run.humane import duration, number, printable, topology, when
 from ..run.profile import Profile
 from ..run.records import RecordError, write_text
-from ..run import runpaths, typed
+from ..run import runrecord
 from ..run.runpaths import run_folder
+from ..run.runfolder import RunFolder
 
-REPORT_NAME = "report.html"
-
-
-def run_json_problem(run_dir: Path) -> Optional[str]:
-    """Why the run's own record cannot give the profile, or None when it can."""
-    wrong: List[str] = []
-    try:
-        data = typed.read_record(run_dir / "run.json", {"profile": typed.Need(runpaths.PROFILE)},
-                                 wrong, runpaths.MAX_RUN_JSON)
-    except bounded.Unreadable as exc:
-        return f"run.json is {exc}" if str(exc) == "missing" else f"run.json cannot be read: {exc}"
-    if "profile" not in data:
-        return "run.json holds no profile values" + (f" ({wrong[0]})" if wrong else "")
-    return None
 
 
 def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]:
@@ -87,7 +73,7 @@ def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]
         lines.append(f"    ... {len(view.findings) - 20} more on the page")
     if html_path:
         lines.append(f"report: {html_path}")
-    lines.append(f"tensorboard: tensorboard --logdir {view.run_dir / 'tensorboard'}")
+    lines.append(f"tensorboard: tensorboard --logdir {RunFolder(view.run_dir).tensorboard}")
     return lines
 
 
@@ -104,10 +90,10 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
         raise UsageError(f"no run folder {run_dir}: set RUN_ID= to a run under PREP_ROOT= "
                          "(make runs lists them)")
     run_id = run_id or run_dir.resolve().name  # --output-dir . names no run
-    problem = None if getattr(args, "profile", None) else run_json_problem(run_dir)
+    problem = None if getattr(args, "profile", None) else runrecord.profile_problem(run_dir)
     view = runview.load(run_dir, run_id, dict(profile.values), profile.PROFILE_NAME, problem)
     view.findings += [("report", f) for f in reference.load(view, getattr(args, "reference", None))]
-    target = Path(os.path.abspath(args.html if getattr(args, "html", None) else run_dir / REPORT_NAME))
+    target = Path(os.path.abspath(args.html if getattr(args, "html", None) else RunFolder(run_dir).report_html))
     try:
         write_text(target, page.render(view, utc_now()))
         umask = os.umask(0)

@@ -15,6 +15,7 @@ from ..run.findings import Finding, finding
 from ..run.humane import parse_time
 from ..run.runverdict import failed_fields
 from ..run.typed import utc_time
+from ..run.runfolder import NAME, RunFolder
 
 LAUNCHER_PREFIX = b"run-two-worker-grpo-v1: phase "
 LAUNCHER_LINE = re.compile(r"^run-two-worker-grpo-v1: phase ([a-z]+) (started (\S+)|ended with "
@@ -53,7 +54,7 @@ def phase_line(line: str) -> Optional[Tuple[str, Optional[datetime], Optional[in
 
 def _bad_lines(count: int, first: str) -> Finding:
     shown = first if len(first) <= 160 else first[:157] + "..."
-    return finding("RPT-E021", "driver.log", f"{count} launcher phase line(s) are malformed and "
+    return finding("RPT-E021", NAME.driver_log, f"{count} launcher phase line(s) are malformed and "
                    f"were left out; the first: {shown}")
 
 
@@ -74,7 +75,7 @@ def phase_timeline(run_dir: Path, problems: List[Finding]) -> Dict[str, Phase]:
     phases: Dict[str, Phase] = {}  # only the launcher's own PHASES: bounded whatever the log says
     bad, first = 0, ""
     try:
-        for line in bounded.lines_starting(run_dir / "driver.log", LAUNCHER_PREFIX):
+        for line in bounded.lines_starting(RunFolder(run_dir).driver_log, LAUNCHER_PREFIX):
             if line[_NAME_AT:line.find(" ", _NAME_AT)] not in PHASES:  # cheap: no regex, no raise
                 bad, first = bad + 1, first or f"unknown phase: {line}"
                 continue
@@ -93,12 +94,12 @@ def phase_timeline(run_dir: Path, problems: List[Finding]) -> Dict[str, Phase]:
                 phase.exit_status, phase.seconds = status, seconds
                 phase.status = "passed" if phase.exit_status == 0 else f"exit {phase.exit_status}"
     except bounded.Unreadable as exc:
-        problems.append(finding("RPT-E003", "driver.log", f"{exc}: no phase timeline"))
+        problems.append(finding("RPT-E003", NAME.driver_log, f"{exc}: no phase timeline"))
         return phases
     if bad:
         problems.append(_bad_lines(bad, first))
     if not phases:
-        problems.append(finding("RPT-E003", "driver.log", "holds no 'phase ... started' line"))
+        problems.append(finding("RPT-E003", NAME.driver_log, "holds no 'phase ... started' line"))
     return phases
 
 

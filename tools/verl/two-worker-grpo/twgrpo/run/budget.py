@@ -6,7 +6,8 @@ The budgets are generous multiples of what the bundle writes per item (measured 
 synthesized runs: a node's probe in preflight.json is 4-10 KiB, a rank's entries in
 actor-placement.json and verification.json under 1 KiB, a step at most a validation step number
 in verification.json, which lists only a long run's first and last rollout steps). The size
-itself comes from the run's profile (run.json, or the profile a reader was given). A hostile
+itself comes from the run's profile (run.json through run/runrecord.size, or the profile a
+reader was given). A hostile
 run.json cannot claim more than the MOST_* sizes, nor make a reader take more than the CEILING_*
 bytes and parse cost and CEILING_EVIDENCE log items (the byte ceiling is 50 times a 2,048 x 8
 run's largest record), so memory and time stay bounded on any input. A limit that is reached anyway is told as
@@ -15,9 +16,7 @@ a finding by the reader that reached it.
 from __future__ import annotations
 
 import dataclasses
-import os
-from pathlib import Path
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Mapping, Optional
 
 from ..formats import bounded
 
@@ -100,31 +99,3 @@ def of_values(values: Mapping[str, object]) -> Size:
 def of_profile(profile) -> Size:
     """The size of a loaded profile (run/profile.py)."""
     return of_values(getattr(profile, "values", {}) or {})
-
-
-_CACHE: Dict[str, Tuple[Tuple[int, int], Size]] = {}
-RUN_JSON_LIMIT = 1 << 20  # run.json is a few KiB; a larger one gives the default size
-
-
-def of_run(run_dir: Path) -> Size:
-    """The size run.json's profile describes (the default when it cannot be read); read once
-    per version of the file in a process (make runs asks for every record of a run)."""
-    path = Path(run_dir) / "run.json"
-    try:
-        info = os.stat(path)
-    except OSError:
-        return Size()
-    key = (info.st_mtime_ns, info.st_size)
-    cached = _CACHE.get(str(path))
-    if cached and cached[0] == key:
-        return cached[1]
-    try:
-        profile = bounded.read_object(path, RUN_JSON_LIMIT).get("profile")
-        values = profile.get("values") if isinstance(profile, dict) else None
-        size = of_values(values) if isinstance(values, dict) else Size()
-    except bounded.Unreadable:
-        size = Size()
-    if len(_CACHE) > 4096:
-        _CACHE.clear()
-    _CACHE[str(path)] = (key, size)
-    return size

@@ -11,7 +11,8 @@ from typing import Dict, List, Optional, Tuple
 from . import recipe
 from .findings import UsageError
 from .profile import HF_ROLLOUT_MODULE, Profile
-from .runpaths import run_dir
+from .runfolder import run_dir
+from .runfolder import RunFolder
 
 # Set on every node through the pasted RuntimeEnv, and exported by the launcher for the driver.
 # Offline: nothing is fetched at run time. NCCL: Socket only (RDMA off), with INFO logs that
@@ -107,12 +108,12 @@ def flight_recorder_env(run: Path) -> Dict[str, str]:
 def worker_env(profile: Profile, run: Path) -> Dict[str, str]:
     """What every TaskRunner and WorkerDict gets as ray_kwargs env_vars (quoted strings)."""
     nccl = nccl_env(profile)
-    env = {"TENSORBOARD_DIR": str(run / "tensorboard"), "NCCL_DEBUG": FIXED_ENV["NCCL_DEBUG"],
+    env = {"TENSORBOARD_DIR": str(RunFolder(run).tensorboard), "NCCL_DEBUG": FIXED_ENV["NCCL_DEBUG"],
            "NCCL_IB_DISABLE": nccl["NCCL_IB_DISABLE"], "GLOO_LOG_LEVEL": FIXED_ENV["GLOO_LOG_LEVEL"]}
     env.update({k: v for k, v in nccl.items() if k not in env})
     env.update(flight_recorder_env(run))
     if wandb(profile):
-        env.update({**wandb_env(profile), "WANDB_DIR": str(run / "wandb")})
+        env.update({**wandb_env(profile), "WANDB_DIR": str(RunFolder(run).wandb)})
     return env
 
 def resume_overrides(storage_root: Path, run_id: str,
@@ -128,16 +129,15 @@ def resume_overrides(storage_root: Path, run_id: str,
             "trainer.del_local_ckpt_after_load=false"]
 
 
-RESUME_FOLDER = "resume-from"
 
 
 def resume_snapshot_dir(storage_root: Path, run_id: str, earlier: str, step: int) -> Path:
     """<run>/resume-from/<earlier>/checkpoints/global_step_N: the copy a resumed run loads."""
-    return run_dir(storage_root, run_id) / RESUME_FOLDER / earlier / "checkpoints" / f"global_step_{step}"
+    return RunFolder(RunFolder.at(storage_root, run_id).resume_from / earlier).checkpoints / f"global_step_{step}"
 
 
 def checkpoint_dir(storage_root: Path, run_id: str, step: int) -> Path:
-    return run_dir(storage_root, run_id) / "checkpoints" / f"global_step_{step}"
+    return RunFolder(run_dir(storage_root, run_id)).checkpoints / f"global_step_{step}"
 
 
 def rollout_dir(storage_root: Path, bundle_version: str = "") -> Path:
@@ -172,9 +172,9 @@ def driver_environment(profile: Profile, storage_root: Path, run: Path,
     env = fixed_env(profile)
     # The pinned verl first; the RuntimeEnv's PYTHONPATH already names it (and the rollout folder).
     env["PYTHONPATH"] = search_path(str(profile.verl_root(storage_root)), pythonpath)
-    env["TENSORBOARD_DIR"] = str(run / "tensorboard")
+    env["TENSORBOARD_DIR"] = str(RunFolder(run).tensorboard)
     if wandb(profile):
-        env["WANDB_DIR"] = str(run / "wandb")
+        env["WANDB_DIR"] = str(RunFolder(run).wandb)
     return env
 
 
@@ -244,14 +244,14 @@ def training_command(profile: Profile, storage_root: Path, run_id: str,
         f"trainer.total_epochs={p.TOTAL_EPOCHS}",
         f"trainer.total_training_steps={p.TARGET_STEPS}",
         *resume_overrides(storage_root, run_id, resume_step),
-        f"trainer.default_local_dir={run / 'checkpoints'}",
-        f"trainer.rollout_data_dir={run / 'rollouts'}",
+        f"trainer.default_local_dir={RunFolder(run).checkpoints}",
+        f"trainer.rollout_data_dir={RunFolder(run).rollouts}",
         "+ray_kwargs.ray_init.address=auto",
     ]
     # Quoted: Hydra would read NCCL_IB_DISABLE=1 as an int, and Ray wants env_vars as strings.
     overrides += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{k}='{v}'"
                   for k, v in worker_env(p, run).items()]
-    overrides += ["hydra.job.chdir=false", "hydra.output_subdir=null", f"hydra.run.dir={run / 'hydra'}"]
+    overrides += ["hydra.job.chdir=false", "hydra.output_subdir=null", f"hydra.run.dir={RunFolder(run).hydra}"]
     try:  # the profile's own overrides, last: refused keys are findings of check-profile/preflight
         return recipe.apply(["python3", "-m", "verl.trainer.main_ppo", *overrides],
                             p.EXTRA_OVERRIDES)

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import List
 
 from ..formats import bounded
+from .runfolder import NAME
 
-RECORDS = (("resume", "resume.json"), ("inputs", "inputs.json"), ("preflight", "preflight.json"),
-           ("postflight", "verification.json"))
+RECORDS = (("resume", NAME.resume_json), ("inputs", NAME.inputs_json),
+           ("preflight", NAME.preflight_json), ("postflight", NAME.verification_json))
 
 
 def failed_checks(folder: Path) -> List[str]:

@@ -7,7 +7,7 @@ is searched, never parsed, where the bundle's writer (indent 2, sorted keys) put
 field on a line of its own: `\\n  "status": "passed",`. Its two ends (HEAD and TAIL bytes) come
 first, as every field the listing needs sits there in a small record; a field found in neither
 is then looked for in the middle, a chunk at a time (memory stays at one CHUNK), up to `limit`
-bytes (the run's record budget, run/budget.py): wherever sorted keys put it, at any record size.
+bytes (the run's record budget, run/budget.py, runrecord.size): wherever sorted keys put it, at any record size.
 A field in none of it is None; a record over the limit is Unreadable (the report says the same).
 A field whose value is an object is found as {} (present; its fields are not read).
 Indent 2 makes the search exact: a string value holds no raw newline, and a nested field is
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Dict, List, Optional, Sequence
 
 from ..formats import bounded
-from . import budget, typed
+from . import typed
 
 WHOLE = 16 << 10  # read and parsed whole up to this size (a one-node preflight.json is 8 KiB)
 HEAD = 8 << 10    # larger records: their ends are searched first, never parsed
@@ -79,11 +79,10 @@ def _search_large(stream: BinaryIO, size: int, names: Sequence[str]) -> Dict[str
 
 
 def fields(path: Path, names: Sequence[str], specs: Dict[str, Any],
-           limit: Optional[int] = None) -> Dict[str, Any]:
+           limit: int) -> Dict[str, Any]:
     """{name: value or None} of a record's top-level (or first-nested) fields, each held to its
     spec in specs (typed.py); bounded.Unreadable if the file cannot be read at all or is larger
-    than limit (default: the record budget of the run whose folder holds it, run/budget.py)."""
-    limit = budget.of_run(Path(path).parent).record_bytes if limit is None else limit
+    than limit (the record budget of the run whose folder holds it: runrecord.size)."""
     stream, info = bounded.open_checked(Path(path))
     with stream:
         if info.st_size > limit:
@@ -109,7 +108,7 @@ def fields(path: Path, names: Sequence[str], specs: Dict[str, Any],
             if found.get(name) is not None else None for name in names}
 
 
-def intact(path: Path, limit: Optional[int] = None) -> None:
+def intact(path: Path, limit: int) -> None:
     """bounded.Unreadable unless the record looks whole: parsed as fields() parses it up to
     WHOLE bytes; larger, it must open and close as one JSON object does (whitespace around
     it aside), which a record cut short by a full disk or a copy does not."""

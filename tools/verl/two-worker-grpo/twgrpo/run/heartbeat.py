@@ -29,8 +29,9 @@ from typing import Any, Dict, Optional
 from ..formats import bounded
 from .processes import start_ticks, still_running
 from .records import write_json
+from . import runrecord
+from .runfolder import RunFolder
 
-NAME = "heartbeat.json"
 DEFAULT_INTERVAL = 30   # seconds between beats
 DEFAULT_LEASE = 120     # seconds without a beat before a run counts as lost
 MAX_SECONDS = 86400
@@ -46,7 +47,7 @@ def _stamp(now: float) -> str:
 
 def _record(run_dir: Path) -> Optional[Dict[str, Any]]:
     try:
-        return bounded.read_object(Path(run_dir) / NAME, 64 << 10)
+        return bounded.read_object(RunFolder(run_dir).heartbeat_json, 64 << 10)
     except bounded.Unreadable:
         return None
 
@@ -89,9 +90,8 @@ def liveness(run_dir: Path, now: Optional[float] = None) -> Optional[str]:
 def launcher_runs(run_dir: Path) -> bool:
     """Whether run.json's launcher is seen running here (its host, pid, start time, boot id);
     False where that cannot be seen (another host, no record)."""
-    try:
-        run = bounded.read_object(Path(run_dir) / "run.json", 1 << 20)
-    except bounded.Unreadable:
+    run = runrecord.read_or_empty(run_dir)
+    if not run:
         return False
     pid = run.get("driver_pid")
     if run.get("driver_host") != socket.gethostname() or not isinstance(pid, int) or \
@@ -131,7 +131,7 @@ def _write(path: Path, run_id: str, pid: int, interval: int, lease: int, state: 
 def beat(run_dir: Path, run_id: str, launcher_pid: int, interval: int, lease: int) -> int:
     """Keep heartbeat.json fresh while the launcher lives; ``ended`` when it ends (END_SIGNAL from
     the launcher) or is gone. Checks the launcher every second, writes every interval."""
-    path = Path(run_dir) / NAME
+    path = RunFolder(run_dir).heartbeat_json
     started = start_ticks(launcher_pid)
     stop = {"why": ""}
 

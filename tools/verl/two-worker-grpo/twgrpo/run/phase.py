@@ -9,17 +9,18 @@ from .runfolder import record_phase
 
 
 def run_phase(phase: str, header: str, checks: Sequence[Check], ctx: Any,
-              run_dir: Optional[Path], record_name: str,
+              record_path: Optional[Path],
               record: Callable[[], Dict[str, Any]]) -> Tuple[int, List[CheckResult]]:
-    """Print and record one phase; ``record()`` gives the record's own fields, read from ctx
-    after the checks ran. Without a run folder nothing is written (make verify-inputs).
+    """Print and record one phase into record_path (a RunFolder's file); ``record()`` gives the
+    record's own fields, read from ctx after the checks ran. Without a path nothing is written
+    (make verify-inputs).
     Returns the exit code (0 passed, 1 failed) and the results."""
     print(f"{phase}: {header}", flush=True)
     results = run_checks(phase, checks, ctx)
     print_findings(results)
     code = verdict(phase, results)
-    if run_dir is not None:
+    if record_path is not None:
         # A failed record moves an earlier SUCCESS aside (runfolder.record_phase), so SUCCESS
         # never outlives the verification that justified it.
-        record_phase(run_dir, record_name, phase_record(phase, results, **record()))
+        record_phase(record_path, phase_record(phase, results, **record()))
     return code, results

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ..formats import bounded
-from . import budget, heartbeat
+from . import heartbeat, runrecord
+from .runfolder import RunFolder
 
 STOP_SIGNALS = ("TERM", "INT", "HUP", "KILL", "unknown")  # unknown: the watchdog saw the launcher die
 SHARDS = ("model", "optim", "extra_state")
@@ -47,13 +48,7 @@ class Stop:
 
 
 def _run_values(run_dir: Path) -> Dict[str, Any]:
-    try:
-        run = bounded.read_object(run_dir / "run.json", 1 << 20)
-    except bounded.Unreadable:
-        return {}
-    profile = run.get("profile")
-    values = profile.get("values") if isinstance(profile, dict) else None
-    return values if isinstance(values, dict) else {}
+    return runrecord.profile_values(run_dir)
 
 
 def _int(value: Any) -> Optional[int]:
@@ -67,7 +62,7 @@ def _int(value: Any) -> Optional[int]:
 def checkpoint_step(run_dir: Path, world: Optional[int]) -> Optional[int]:
     """verl's tracker step when that checkpoint holds every shard file of every rank (non-empty),
     data.pt and fsdp_config.json; None otherwise. A stat per file, no reading of shards."""
-    folder = Path(run_dir) / "checkpoints"
+    folder = RunFolder(run_dir).checkpoints
     try:
         text = bounded.read_text(folder / "latest_checkpointed_iteration.txt", 64).strip()
     except bounded.Unreadable:
@@ -120,8 +115,8 @@ def stop_of(run_dir: Path, failed: Optional[Dict[str, str]], has_success: bool,
 def _other_problems(run_dir: Path) -> int:
     """Findings of a postflight that judged this run as stopped, other than the stop itself."""
     try:
-        size = budget.of_run(run_dir)  # the run's record budget, as every reader's
-        record = bounded.read_object(run_dir / "verification.json", size.record_bytes,
+        size = runrecord.size(run_dir)  # the run's record budget, as every reader's
+        record = bounded.read_object(RunFolder(run_dir).verification_json, size.record_bytes,
                                      size.record_memory)
     except bounded.Unreadable:
         return 0

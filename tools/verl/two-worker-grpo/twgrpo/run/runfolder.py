@@ -1,4 +1,8 @@
-"""What a phase writes into a run folder: never through a symlink, and never beside a stale SUCCESS.
+"""The run folder: where it is, every file in it by name, and how a phase writes into it.
+
+A run folder is <storage root>/runs/verl/two-worker-grpo/<RUN_ID>/; the relative layout is the
+same on every mount path, so the prep box finds a run the job wrote. This module is the only
+place that names the folder's files: every reader and writer asks a RunFolder for a path.
 
 SUCCESS stands only while the latest record of every phase passed. A phase that records a
 failure into a run folder that holds SUCCESS moves SUCCESS aside under a dated name (nothing is
@@ -10,12 +14,97 @@ from __future__ import annotations
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, Optional
+from types import SimpleNamespace
+from typing import Any, Dict, Optional, Union
 
+from . import runid
 from .findings import UsageError
 from .records import RecordError, write_json
 
+RUNS = ("runs", "verl", "two-worker-grpo")  # under the storage root
 SUPERSEDED = "SUCCESS.superseded-"
+def runs_dir(storage_root: Union[str, Path]) -> Path:
+    """The folder that holds every run folder of a storage root."""
+    return Path(storage_root).joinpath(*RUNS)
+
+
+def run_dir(storage_root: Union[str, Path], run_id: str) -> Path:
+    return runs_dir(storage_root) / run_id
+
+
+def _file(name: str, doc: str) -> property:
+    return property(lambda self: self.path / name, doc=f"{name}: {doc}")
+
+
+class RunFolder:
+    """One run's folder (it need not exist yet); each of its files is a property."""
+
+    run_json = _file("run.json", "the launcher's record: profile, lineage, job identity")
+    driver_log = _file("driver.log", "the launcher's own log, phase by phase")
+    training_log = _file("training.log", "verl's output")
+    inputs_json = _file("inputs.json", "the inputs phase's record")
+    preflight_json = _file("preflight.json", "the preflight phase's record")
+    resume_json = _file("resume.json", "the resume phase's record")
+    verification_json = _file("verification.json", "postflight's record")
+    actor_placement_json = _file("actor-placement.json", "where verl's ranks ran")
+    rendezvous_json = _file("rendezvous.json", "the collective probe's meeting point")
+    stall_json = _file("stall.json", "the training watchdog's verdict")
+    stall_evidence_json = _file("stall-evidence.json", "the watchdog's stacks and log tails")
+    heartbeat_json = _file("heartbeat.json", "the launcher's lease")
+    resolved_command_txt = _file("resolved-command.txt", "the training command as it ran")
+    success = _file("SUCCESS", "the verdict marker of a run whose every phase passed")
+    failed = _file("FAILED", "the verdict marker of a run that failed or was stopped")
+    report_html = _file("report.html", "make report's page")
+    checkpoints = _file("checkpoints", "verl's checkpoints, a folder per saved step")
+    rollouts = _file("rollouts", "verl's rollout samples, a file per step")
+    tensorboard = _file("tensorboard", "verl's TensorBoard event files")
+    resume_from = _file("resume-from", "a resumed run's copy of the checkpoint it starts from")
+    wandb = _file("wandb", "W&B's local files, when the profile logs there")
+    hydra = _file("hydra", "verl's Hydra output")
+    # What preflight's probes leave: a file the driver writes for every node to read back, and
+    # a folder per probe with a file per node or rank.
+    shared_storage_sentinel = _file("shared-storage-sentinel", "a token every node must read")
+    preflight_nodes = _file("preflight-nodes", "each node's probe report")
+    preflight_reach = _file("preflight-reach", "each node's reachability of its peers")
+    preflight_storage = _file("preflight-storage", "each node's storage trial")
+    preflight_collective = _file("preflight-collective", "each rank of the collective probe")
+    preflight_node_collective = _file("preflight-node-collective", "each node's own collective")
+
+    def __init__(self, path: Union[str, Path]):
+        self.path = Path(path)
+
+    @classmethod
+    def at(cls, storage_root: Union[str, Path], run_id: str) -> "RunFolder":
+        """The run folder of run_id under storage_root; a UsageError when run_id is no RUN_ID."""
+        why = runid.problem(run_id)
+        if why:
+            raise UsageError(f"RUN_ID {str(run_id)[:140]!r} {why} (set RUN_ID=<run>; make runs "
+                             "lists them)")
+        return cls(run_dir(storage_root, run_id))
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"RunFolder({str(self.path)!r})"
+
+
+# Every file by its property's name (NAME.run_json == "run.json", for a finding's object or a
+# record's key); RUN_FILES: a folder holding none of them is not a run.
+FILES = {name: value.fget(RunFolder("")).name for name, value in vars(RunFolder).items()
+         if isinstance(value, property) and name != "run_id"}
+NAME = SimpleNamespace(**FILES)
+RUN_FILES = tuple(FILES[name] for name in ("run_json", "driver_log", "training_log",
+                                            "inputs_json", "preflight_json"))
+
+
+def files(run_dir: Union[str, Path, RunFolder]) -> RunFolder:
+    """A RunFolder for a run folder path (or the RunFolder itself)."""
+    return run_dir if isinstance(run_dir, RunFolder) else RunFolder(run_dir)
 
 
 def refuse_symlinked(run_dir: Path) -> Path:
@@ -29,7 +118,7 @@ def refuse_symlinked(run_dir: Path) -> Path:
 
 def supersede_success(run_dir: Path, phase: str) -> Optional[Path]:
     """Move run_dir/SUCCESS aside as SUCCESS.superseded-<UTC time>; its new name, or None."""
-    success = Path(run_dir) / "SUCCESS"
+    success = files(run_dir).success
     if not os.path.lexists(str(success)):
         return None
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -49,11 +138,12 @@ def supersede_success(run_dir: Path, phase: str) -> Optional[Path]:
     raise RecordError("GEN-E002", f"cannot move {success} aside: too many superseded markers")
 
 
-def record_phase(run_dir: Path, name: str, record: Dict[str, Any]) -> None:
-    """Write a phase's record; a failed one supersedes any SUCCESS in the folder."""
-    run_dir = refuse_symlinked(run_dir)
+def record_phase(path: Path, record: Dict[str, Any]) -> None:
+    """Write a phase's record to path (a RunFolder's file); a failed one supersedes any SUCCESS
+    in the folder."""
+    run_dir = refuse_symlinked(Path(path).parent)
     if record.get("status") != "passed":
-        moved = supersede_success(run_dir, str(record.get("phase", name)))
+        moved = supersede_success(run_dir, str(record.get("phase", Path(path).name)))
         if moved:
             record = {**record, "superseded_success": moved.name}
-    write_json(run_dir / name, record)
+    write_json(Path(path), record)

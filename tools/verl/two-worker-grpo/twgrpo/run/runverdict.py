@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from ..formats import bounded
-from . import budget, glance, typed
+from . import glance, runrecord, typed
 from .findings import Finding, finding
+from .runfolder import NAME, RunFolder
 
 # Every check postflight runs, in its order (tests/py/test_run_verdict.py holds it equal to
 # checks.postflight.CHECKS): a verification.json without all of them passed proves no SUCCESS.
@@ -33,8 +34,8 @@ POSTFLIGHT_CHECKS = ("training-log", "fatal-markers", "completion-markers", "res
 PHASE_PREFIX = b"run-two-worker-grpo-v1: phase "
 PHASE_LINE = re.compile(r"^run-two-worker-grpo-v1: phase ([a-z]+) ended with status (\d+) after ")
 
-PHASE_RECORDS = (("inputs", "inputs.json"), ("preflight", "preflight.json"),
-                 ("postflight", "verification.json"))
+PHASE_RECORDS = (("inputs", NAME.inputs_json), ("preflight", NAME.preflight_json),
+                 ("postflight", NAME.verification_json))
 
 
 SUPERSEDED = "SUCCESS.superseded-"  # where a failing re-run moves an earlier SUCCESS (runfolder)
@@ -61,7 +62,7 @@ def superseded_markers(run_dir: Path) -> List[str]:
 def failed_fields(run_dir: Path) -> Optional[Dict[str, str]]:
     """FAILED's key=value lines, or None when there is no FAILED."""
     try:
-        text = bounded.read_text(run_dir / "FAILED", 64 << 10)
+        text = bounded.read_text(RunFolder(run_dir).failed, 64 << 10)
     except bounded.Unreadable as exc:
         return None if str(exc) == "missing" else {"problem": str(exc)}
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
@@ -69,7 +70,7 @@ def failed_fields(run_dir: Path) -> Optional[Dict[str, str]]:
 
 def success_text(run_dir: Path) -> Optional[str]:
     try:
-        return bounded.read_text(run_dir / "SUCCESS", 64 << 10).strip() or "(empty)"
+        return bounded.read_text(RunFolder(run_dir).success, 64 << 10).strip() or "(empty)"
     except bounded.Unreadable as exc:
         return None if str(exc) == "missing" else f"({exc})"
 
@@ -77,7 +78,7 @@ def success_text(run_dir: Path) -> Optional[str]:
 def record_status(run_dir: Path, name: str) -> Optional[str]:
     """passed, failed, unreadable, or None when the record does not exist (read within the
     run's record budget, run/budget.py, as the report reads it)."""
-    size = budget.of_run(run_dir)
+    size = runrecord.size(run_dir)
     try:
         record = bounded.read_object(run_dir / name, size.record_bytes, size.record_memory)
     except bounded.Unreadable as exc:
@@ -157,7 +158,7 @@ def phase_statuses(run_dir: Path, tail: Optional[int] = None) -> Dict[str, int]:
     """Each phase's exit status as the launcher wrote it in driver.log (the last line wins);
     with tail, only the last tail bytes are read (the launcher's last lines: make runs)."""
     found: Dict[str, int] = {}
-    path = Path(run_dir) / "driver.log"
+    path = RunFolder(run_dir).driver_log
     try:
         lines = bounded.tail_lines(path, tail, PHASE_PREFIX) if tail else \
             bounded.lines_starting(path, PHASE_PREFIX)
@@ -173,15 +174,16 @@ def phase_statuses(run_dir: Path, tail: Optional[int] = None) -> Dict[str, int]:
 def postflight_gaps(run_dir: Path, whole: bool = True) -> List[str]:
     """Postflight checks verification.json lacks or did not pass (a partial list proves less).
     whole=False (make runs) reads only the record's passed_checks line, at one of its ends."""
-    path = Path(run_dir) / "verification.json"
+    path = RunFolder(run_dir).verification_json
     try:
         if whole:
-            size = budget.of_run(run_dir)
+            size = runrecord.size(run_dir)
             checks = bounded.read_object(path, size.record_bytes, size.record_memory).get("checks")
             passed = {c.get("name") for c in checks if isinstance(c, dict) and
                       c.get("status") == "passed"} if isinstance(checks, list) else set()
         else:
-            listed = glance.fields(path, ("passed_checks",), {"passed_checks": str})["passed_checks"]
+            listed = glance.fields(path, ("passed_checks",), {"passed_checks": str},
+                                   runrecord.size(run_dir).record_bytes)["passed_checks"]
             passed = set((listed or "").split(","))
     except (bounded.Unreadable, ValueError) as exc:
         return [f"verification.json is {exc}"]
@@ -217,13 +219,12 @@ def run_record_problem(run_dir: Path, whole: bool = True) -> Optional[str]:
     and its lineage live there); None when it reads or does not exist. whole=False (make runs)
     parses it up to glance.WHOLE and checks a larger one's ends only (glance.intact): a record
     cut short is caught by both; damage inside a large one only by the whole reading."""
-    path = Path(run_dir) / "run.json"
-    size = budget.of_run(run_dir)
+    size = runrecord.size(run_dir)
     try:
         if whole:
-            bounded.read_object(path, size.record_bytes, size.record_memory)
+            runrecord.read(run_dir, size.record_bytes, size.record_memory)
         else:
-            glance.intact(path, size.record_bytes)
+            runrecord.intact(run_dir)
     except bounded.Unreadable as exc:
         return None if str(exc) == "missing" else f"run.json is {exc}"
     return None
@@ -235,12 +236,12 @@ def resume_record_finding(run_dir: Path, status_of: Callable[[Path, str], Option
     but resume.json is missing or did not pass; None otherwise. The same answer for a whole
     reading and a glance (make runs), so no view can call such a run a SUCCESS."""
     try:
-        resume = (status_of or record_status)(run_dir, "resume.json")
+        resume = (status_of or record_status)(run_dir, NAME.resume_json)
     except KeyError:  # a reader that knows only the phase records
-        resume = record_status(run_dir, "resume.json")
+        resume = record_status(run_dir, NAME.resume_json)
     if resume == "passed" or (resume is None and not resumed(run_dir, whole)):
         return None
-    return finding("POST-E066", str(Path(run_dir) / "resume.json"),
+    return finding("POST-E066", str(RunFolder(run_dir).resume_json),
                    f"run.json names the run this one resumed from, but resume.json is "
                    f"{resume or 'missing'}, not passed: the checkpoint it started from cannot be "
                    "proven")
@@ -249,12 +250,12 @@ def resume_record_finding(run_dir: Path, status_of: Callable[[Path, str], Option
 def resumed(run_dir: Path, whole: bool = True) -> bool:
     """run.json names a lineage. whole=False (make runs) glances at the record (glance.py), which
     finds the resume object at any record size."""
-    path = Path(run_dir) / "run.json"
     try:
         if whole:  # within the run's record budget, as the glance reads it
-            size = budget.of_run(run_dir)
-            return bounded.read_object(path, size.record_bytes, size.record_memory).get("resume") \
+            size = runrecord.size(run_dir)
+            return runrecord.read(run_dir, size.record_bytes, size.record_memory).get("resume") \
                 is not None
-        return glance.fields(path, ("resume",), {"resume": typed.ANY})["resume"] is not None
+        return runrecord.glance_fields(run_dir, ("resume",), {"resume": typed.ANY})["resume"] \
+            is not None
     except (bounded.Unreadable, ValueError):
         return False

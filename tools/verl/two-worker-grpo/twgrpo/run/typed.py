@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ..formats import bounded
+from .runfolder import NAME
 
 MAX_ITEMS = 4096      # items of a list or an object a reader keeps
 MAX_PROBLEMS = 20     # problems told per record (the rest are counted)
@@ -193,6 +194,6 @@ RUN = {"run_id": str, "started_at": UTC, "driver_host": str, "driver_pid": int,
        "driver_start_ticks": int, "driver_boot_id": str,
        "storage_root": str, "training_command": [str], "image": str,
        "profile": {"name": str, "path": str, "values": Map(str)}}
-SCHEMAS = {"run.json": RUN, "inputs.json": PHASE, "preflight.json": PREFLIGHT,
-           "verification.json": VERIFICATION, "actor-placement.json": PLACEMENT,
-           "resume.json": PHASE}
+SCHEMAS = {NAME.run_json: RUN, NAME.inputs_json: PHASE, NAME.preflight_json: PREFLIGHT,
+           NAME.verification_json: VERIFICATION, NAME.actor_placement_json: PLACEMENT,
+           NAME.resume_json: PHASE}

@@ -1,0 +1,188 @@
+"""run.json, the launcher's record of a run, read in one place: whole (bounded and typed) or,
+for `make runs` over thousands of runs, glanced at (run/glance.py). Every other module asks
+here for what it needs of the record: the profile, its values, the lineage, the storage root,
+the launcher's identity.
+
+run.json is a few KiB (a resumed 64-node run's lineage some 200 KiB); MOST_BYTES bounds a read,
+so a 1 GiB or FIFO run.json is refused, never read whole or waited on. A record that cannot be
+read raises bounded.Unreadable (str(exc) == "missing" when there is none); each caller decides
+what that means for it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from ..formats import bounded
+from . import budget, glance, runid, typed
+from .findings import UsageError
+from .profile import ADDED_LATER, SHA256, Profile, env_lines, parse_profile_text
+from .records import write_json
+from .runfolder import RunFolder, files, refuse_symlinked
+
+MOST_BYTES = 1 << 20
+PROFILE = {"name": str, "sha256": str, "values": typed.Need(typed.Map(str))}
+Folder = Union[str, Path, RunFolder]
+
+
+def path_of(run_dir: Folder) -> Path:
+    return files(run_dir).run_json
+
+
+def exists(run_dir: Folder) -> bool:
+    return path_of(run_dir).is_file()
+
+
+def read(run_dir: Folder, limit: int = MOST_BYTES, memory: int = bounded.MEMORY) -> Dict[str, Any]:
+    """The whole record, bounded (limit: the run's record budget where the caller knows it)."""
+    return bounded.read_object(path_of(run_dir), limit, memory)
+
+
+# A run record: without profile values it is not one (the resume phase, postflight's lineage).
+RUN = {**typed.RUN, "profile": typed.Need({"name": str, "values": typed.Need(typed.Map(str))}),
+       "bundle_sums_sha256": str, "launcher_sha256": str, "resume": typed.ANY}
+
+
+def read_run(run_dir: Folder) -> Dict[str, Any]:
+    """The record held to RUN; ValueError if it is not a plain file, huge, not JSON, nested too
+    deep, or not a run record with profile values (fields of the wrong type are dropped)."""
+    path = path_of(run_dir)
+    if path.is_symlink():
+        raise ValueError("not a plain file")
+    try:
+        data = bounded.loads(bounded.read_bytes(path, MOST_BYTES))
+    except bounded.Unreadable as exc:
+        raise ValueError(str(exc))
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})")
+    wrong: List[str] = []
+    data = typed.conform(data, RUN, "", wrong) if isinstance(data, dict) else None
+    if not isinstance(data, dict) or "profile" not in data:
+        raise ValueError("not a run record with profile values" + (f" ({wrong[0]})" if wrong else ""))
+    return data
+
+
+def read_or_empty(run_dir: Folder) -> Dict[str, Any]:
+    """The whole record, or {} when it is missing or cannot be read."""
+    try:
+        return read(run_dir)
+    except bounded.Unreadable:
+        return {}
+
+
+def read_typed(run_dir: Folder, spec: Any, problems: List[str],
+               within: Optional[budget.Size] = None) -> Dict[str, Any]:
+    """The record held to spec (run/typed.py); fields that do not fit are told in problems.
+    within: the run's budget (bytes, parse cost, items) where the caller knows it."""
+    if within is None:
+        return typed.read_record(path_of(run_dir), spec, problems, MOST_BYTES)
+    return typed.read_record(path_of(run_dir), spec, problems, within.record_bytes,
+                             within.record_memory, within.items)
+
+
+def write(run_dir: Folder, record: Dict[str, Any]) -> None:
+    """Write the record (never through a symlinked run folder)."""
+    write_json(refuse_symlinked(files(run_dir).path) / path_of(run_dir).name, record)
+
+
+def profile_problem(run_dir: Folder) -> Optional[str]:
+    """Why the record cannot give the run's profile, or None when it can."""
+    wrong: List[str] = []
+    try:
+        data = read_typed(run_dir, {"profile": typed.Need(PROFILE)}, wrong)
+    except bounded.Unreadable as exc:
+        return f"run.json is {exc}" if str(exc) == "missing" else f"run.json cannot be read: {exc}"
+    if "profile" not in data:
+        return "run.json holds no profile values" + (f" ({wrong[0]})" if wrong else "")
+    return None
+
+
+def profile(run_dir: Folder) -> Profile:
+    """The profile the run recorded (a UsageError says what to do if it cannot be read)."""
+    record, wrong = path_of(run_dir), []
+    try:
+        data = read_typed(run_dir, {"profile": typed.Need(PROFILE)}, wrong)
+    except bounded.Unreadable as exc:
+        raise UsageError(f"{record}: cannot read the run's profile ({exc}); pass --profile")
+    if "profile" not in data:
+        raise UsageError(f"{record}: cannot read the run's profile ("
+                         f"{wrong[0] if wrong else 'no profile values'}); pass --profile")
+    name = data["profile"].get("name", "?")
+    values = data["profile"]["values"]  # a run recorded before a key existed did not pin it
+    try:
+        text = env_lines({**{key: "" for key in ADDED_LATER}, **values})
+    except ValueError as exc:
+        raise UsageError(f"{record}: cannot read the run's profile ({exc}); pass --profile")
+    recorded = parse_profile_text(text, f"{record} (profile {name[:80]})")
+    digest = data["profile"].get("sha256", "")  # of the file the run read (older runs: none)
+    return dataclasses.replace(recorded, sha256=digest) if SHA256.match(digest) else recorded
+
+
+def profile_values(run_dir: Folder, limit: int = MOST_BYTES) -> Dict[str, Any]:
+    """The profile's values as recorded; {} when the record or its values cannot be read."""
+    try:
+        recorded = read(run_dir, limit).get("profile")
+    except bounded.Unreadable:
+        return {}
+    values = recorded.get("values") if isinstance(recorded, dict) else None
+    return values if isinstance(values, dict) else {}
+
+
+_SIZES: Dict[str, Tuple[Tuple[int, int], budget.Size]] = {}
+
+
+def size(run_dir: Folder) -> budget.Size:
+    """The size the recorded profile describes (the default when it cannot be read); read once
+    per version of the file in a process (make runs asks for every record of a run)."""
+    path = path_of(run_dir)
+    try:
+        info = os.stat(path)
+    except OSError:
+        return budget.Size()
+    key = (info.st_mtime_ns, info.st_size)
+    cached = _SIZES.get(str(path))
+    if cached and cached[0] == key:
+        return cached[1]
+    values = profile_values(run_dir)  # a record over MOST_BYTES gives the default size
+    found = budget.of_values(values) if values else budget.Size()
+    if len(_SIZES) > 4096:
+        _SIZES.clear()
+    _SIZES[str(path)] = (key, found)
+    return found
+
+
+def storage_root(run_dir: Folder) -> Optional[str]:
+    """The storage root the job saw (an absolute path), or None."""
+    root = read_or_empty(run_dir).get("storage_root")
+    return root if isinstance(root, str) and root.startswith("/") else None
+
+
+def glance_fields(run_dir: Folder, names: Sequence[str], specs: Dict[str, Any]) -> Dict[str, Any]:
+    """A few top-level fields at near-floor cost (make runs; run/glance.py)."""
+    return glance.fields(path_of(run_dir), names, specs, size(run_dir).record_bytes)
+
+
+def intact(run_dir: Folder) -> None:
+    """bounded.Unreadable when the record is cut short or over the run's budget (glance.intact)."""
+    glance.intact(path_of(run_dir), size(run_dir).record_bytes)
+
+
+# The writer (indent 2, sorted keys) ends the resume record with from_run_id, then the
+# snapshot the resume phase made (when there is one), then step.
+PARENT_TAIL = 64 << 10
+_PARENT = re.compile(rb'\n    "from_run_id": "([^"\\\n]{1,%d})",\n' % runid.MOST +
+                     rb'(?:    "snapshot": "[^"\n]{0,4096}",\n)?    "step": (\d{1,9})\n  \}')
+
+
+def parent_glance(run_dir: Folder) -> Optional[Tuple[str, int]]:
+    """(parent, step) from the record's last PARENT_TAIL bytes; make runs reads no more."""
+    try:
+        data = "\n".join(bounded.tail_lines(path_of(run_dir), PARENT_TAIL)).encode()
+    except bounded.Unreadable:
+        return None
+    match = _PARENT.search(b"\n" + data)
+    parent = match.group(1).decode("ascii", "replace") if match else ""
+    return (parent, int(match.group(2))) if match and runid.is_run_id(parent) else None
