@@ -20,7 +20,7 @@ from typing import Dict, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from prep import bundle  # noqa: E402  (the Driver command, the bundle's paths)
-from twgrpo.run.profile import NAME as RUN_ID  # noqa: E402  (the launcher's own RUN_ID rule)
+from twgrpo.run.profile_keys import NAME as RUN_ID  # noqa: E402  (the launcher's own RUN_ID rule)
 
 # The RuntimeEnv keys that name files on the submitting machine: `ray job submit` uploads them
 # from there (and fails when the volume is not mounted there); the pinned verl checkout reaches

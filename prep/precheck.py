@@ -18,7 +18,8 @@ from twgrpo.checks import checkpoint
 from twgrpo.checks.resume import TRACKER
 from twgrpo.formats import bounded
 from twgrpo.run.findings import Finding, finding
-from twgrpo.run.profile import DEFAULT_PROFILE, NAME, Profile
+from twgrpo.run.profile import DEFAULT_PROFILE, Profile
+from twgrpo.run.profile_keys import NAME
 from twgrpo.run.runpaths import run_dir
 
 MAX_STEPS_TRIED = 20  # checkpoint folders looked at, newest first: bounded on any volume

@@ -142,9 +142,9 @@ def test_a_trailing_newline_is_no_part_of_a_valid_value(tmp_path, name, value, f
 
 def test_one_run_id_rule_everywhere_refuses_control_characters():
     from prep import jobspec
-    from twgrpo.run import profile
+    from twgrpo.run import profile_keys
     for text in ("x\n", "x\t", "x\x1b[2J"):
-        assert not profile.NAME.match(text) and not request.RUN_ID_FORM.match(text)
+        assert not profile_keys.NAME.match(text) and not request.RUN_ID_FORM.match(text)
         with pytest.raises(jobspec.SpecError, match=r"^\(SUB-E012\)"):
             jobspec.check_run_id(text)
-    assert request.RUN_ID_FORM is profile.NAME
+    assert request.RUN_ID_FORM is profile_keys.NAME

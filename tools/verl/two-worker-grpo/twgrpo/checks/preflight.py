@@ -25,7 +25,8 @@ from .node_reports import (check_shared_storage, check_gpus, check_driver_versio
 from .probe import probe_node
 from . import collective, node_network, node_system, reach
 from . import gpu_health, job_shape, node_agents, node_collective, node_limits, storage_trial
-from ..run.profile import ROLLOUT_ENGINES, Profile
+from ..run.profile import Profile
+from ..run.profile_keys import ROLLOUT_ENGINES
 from ..run.records import write_text
 from ..run.runpaths import run_folder
 

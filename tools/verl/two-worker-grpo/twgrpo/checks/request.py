@@ -19,11 +19,12 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from . import attempt
 from ..run.findings import UsageError
-from ..run.profile import NAME, SHA256, Profile, requested_profile
+from ..run.profile import Profile, requested_profile
+from ..run.profile_keys import NAME, SHA256
 from ..run.runpaths import run_dir
 
 PROG = "run-two-worker-grpo-v1"
-RUN_ID_FORM = NAME  # the one RUN_ID rule (run/profile.py): no control character, no trailing newline
+RUN_ID_FORM = NAME  # the one RUN_ID rule (run/profile_keys.py): no control character, no trailing newline
 MAX_RUN_ID = 128
 ROOT_FORM = re.compile(r"^/[A-Za-z0-9/._-]*\Z")  # \Z: $ would allow a trailing newline
 WHOLE = re.compile(r"^[1-9][0-9]{0,8}\Z")

@@ -26,7 +26,8 @@ from ..run import command, typed, processes
 from ..formats import bounded
 from ..run.findings import (Check, CheckResult, Finding, Skip, UsageError, finding, mismatch, phase_record,
                        print_findings, run_checks, verdict)
-from ..run.profile import NAME, Profile
+from ..run.profile import Profile
+from ..run.profile_keys import NAME
 from ..run.records import write_json
 
 # Checkpoint frequency may differ between the runs of a chain; every other value may not.

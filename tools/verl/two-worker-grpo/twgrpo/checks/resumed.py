@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Tuple, Union
 
 from ..formats import lines, tfevents
 from ..run.findings import Finding, finding, mismatch
-from ..run.profile import NAME
+from ..run.profile_keys import NAME
 from . import snapshot
 from ..run import command
 from .resume import read_record

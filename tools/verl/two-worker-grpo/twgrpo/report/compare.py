@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..run.findings import EXIT_FAILED, EXIT_PASSED, Finding, UsageError, finding, utc_now
 from ..run.humane import printable
-from ..run.profile import NAME
+from ..run.profile_keys import NAME
 from ..run.records import RecordError, write_text
 from ..run.runpaths import MAX_RUN_ID, run_dir
 from . import compare_facts, compare_metrics, compare_rollouts, runview

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..formats import bounded, tfevents
 from ..run import heartbeat
 from ..run.humane import parse_time
-from ..run.profile import NAME as RUN_ID
+from ..run.profile_keys import NAME as RUN_ID
 from ..run.runverdict import failed_fields
 from .timeline import LAUNCHER_PREFIX, BadLine, phase_line, phase_timeline
 

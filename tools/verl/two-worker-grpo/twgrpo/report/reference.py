@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from ..run.findings import Finding, finding
-from ..run.profile import NAME
+from ..run.profile_keys import NAME
 from ..run.runpaths import MAX_RUN_ID
 from . import lineage as lineage_view
 from .svg import text

@@ -19,7 +19,7 @@ from ..formats import bounded
 from ..run import glance, heartbeat, typed
 from ..run.findings import UsageError
 from ..run.humane import duration, printable, when
-from ..run.profile import NAME as RUN_ID
+from ..run.profile_keys import NAME as RUN_ID
 from . import lineage, runs_json
 from ..run.runpaths import run_dir
 from ..run.runverdict import latest_verdict

@@ -10,7 +10,8 @@ from typing import Dict, List, Optional, Tuple
 
 from . import recipe
 from .findings import UsageError
-from .profile import HF_ROLLOUT_MODULE, Profile
+from .profile import Profile
+from .profile_keys import HF_ROLLOUT_MODULE
 from .runpaths import run_dir
 
 # Set on every node through the pasted RuntimeEnv, and exported by the launcher for the driver.
