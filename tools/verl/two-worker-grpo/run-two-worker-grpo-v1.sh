@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=247628d2b6acc9e909d3624286022fd28676499fd0fbc1dc097858279cf76fd4
+readonly BUNDLE_SUMS_SHA256=4e4daa6c194050af6a5d5786cd256b06078f3323780a1cda95eee3f23ad2b82b
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
