@@ -1,24 +1,24 @@
 #!/usr/bin/env python3
 """Summary: A real multi-host Ray cluster on one machine, for tests and benchmarks (needs root).
 
-Usage: tests/cluster/netcluster.py up DIR --nodes N [--gpus-per-node G] [--real-gpus] | down DIR
-       tests/cluster/netcluster.py driver DIR -- COMMAND...   (run COMMAND on the head host)
+Usage: dev/netcluster.py up DIR --nodes N [--gpus-per-node G] [--real-gpus] | down DIR
+       dev/netcluster.py driver DIR -- COMMAND...   (run COMMAND on the head host)
 
 Each node is a host of its own: a network namespace on a private bridge (10.231.0.0/24, the
 bridge itself in a switch namespace, so the machine's own network is never touched), its own
 hostname (UTS namespace), mount namespace, /etc/hosts naming every node, /dev/shm and Ray temp
-dir, and `ray start --node-ip-address`. Namespaces and links are made with pyroute2 (netlink from Python), so
-iproute2 is not needed. Every node sees the shared storage DIR/storage (a tmpfs) and has a
-stub nvidia-smi on PATH that reports the GPUs in DIR/nN/gpus.csv; with --real-gpus every node
-gets the machine's own nvidia-smi and GPU 0 instead (CUDA_VISIBLE_DEVICES=0: the hosts share
-one GPU, which NCCL accepts because their hostnames differ). Teardown goes by process id,
+dir, and `ray start --node-ip-address`. Namespaces and links are dev/nslinks.py's (pyroute2, so
+iproute2 is not needed). Every node sees the shared storage DIR/storage (a tmpfs) and has a
+stub nvidia-smi on PATH that reports the GPUs in DIR/nN/gpus.csv (dev/stubgpus.py; each host's
+environment is dev/hostenv.py's); with --real-gpus every node gets the machine's own nvidia-smi
+and GPU 0 instead (CUDA_VISIBLE_DEVICES=0: the hosts share one GPU, which NCCL accepts because
+their hostnames differ). Teardown goes by process id,
 SIGKILL after a short grace (a Ray head can ignore SIGTERM for long), then removes the
 namespaces, also when the caller failed.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -30,49 +30,23 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-try:  # pure Python netlink: no iproute2 needed, so the GPU machine runs the same code as CI
-    from pyroute2 import IPRoute, netns
-except ImportError:  # missing_prerequisites() says so
-    IPRoute = netns = None
-
 REPO = Path(__file__).resolve().parents[1]
-STUBS = REPO / "tests" / "stubs"
+if str(REPO) not in sys.path:  # run as a script: the repo root, so that dev's modules import
+    sys.path.insert(0, str(REPO))
+
+from dev import nslinks  # noqa: E402
+from dev.hostenv import host_env  # noqa: E402
+from dev.procgroups import group_alive, kill, kill_group  # noqa: E402
+from dev.stubgpus import gpus_csv  # noqa: E402
+
 SUBNET = "10.231.0"
 GCS_PORT = 6379
 DASHBOARD_PORT = 8265  # the head's job server, when the cluster has one (dashboard=True)
-NETNS_DIR = "/var/run/netns"  # where named network namespaces are bind-mounted
 SHARED_GPU0 = {"CUDA_VISIBLE_DEVICES": "0"}  # --real-gpus: every host on the machine's GPU 0
-# Fast failure detection, so a killed node is seen dead in seconds, not half a minute.
-RAY_FAST_HEALTH = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "1000",
-                   "RAY_health_check_failure_threshold": "3"}
 
 
 def sh(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(list(args), check=check, capture_output=True, text=True, **kw)
-
-
-# A healthy GPU's answers to the health fields, as nvidia-smi prints them on an A100 SXM
-# (--format=csv,noheader,nounits): no ECC errors, row remapping instead of page retirement, MIG
-# off, no clock event reasons, no NVLink fabric registration on this generation.
-HEALTHY = {"ecc.errors.uncorrected.volatile.total": "0", "retired_pages.pending": "[N/A]",
-           "remapped_rows.pending": "No", "remapped_rows.failure": "No",
-           "mig.mode.current": "Disabled", "compute_mode": "Default",
-           "clocks_event_reasons.hw_slowdown": "Not Active",
-           "clocks_event_reasons.hw_thermal_slowdown": "Not Active",
-           "clocks_event_reasons.hw_power_brake_slowdown": "Not Active",
-           "clocks_event_reasons.sw_thermal_slowdown": "Not Active",
-           "fabric.state": "N/A", "fabric.status": "N/A"}
-
-
-def gpus_csv(path: Path, count: int, model: str = "NVIDIA A100-SXM4-80GB",
-             driver: str = "535.104.05", health: Optional[Dict[int, Dict[str, str]]] = None) -> None:
-    """The stub nvidia-smi's table; health[i] replaces GPU i's health answers."""
-    rows = [",".join(["index,name,memory.total,driver_version,pci.bus_id,uuid", *HEALTHY])]
-    for i in range(count):
-        values = {**HEALTHY, **(health or {}).get(i, {})}
-        rows.append(",".join([f"{i},{model},81920,{driver},00000000:{7 + 4 * i:02X}:00.0,"
-                              f"GPU-{i:08d}-0000-4000-8000-000000000000", *values.values()]))
-    path.write_text("\n".join(rows) + "\n")
 
 
 @dataclasses.dataclass
@@ -131,34 +105,12 @@ class Cluster:
         self.storage.mkdir(exist_ok=True)
         if not os.path.ismount(self.storage):
             sh("mount", "-t", "tmpfs", "-o", "size=2g", "tmpfs", str(self.storage))
-        netns.create(self.switch)
-        with IPRoute(netns=self.switch) as ns:
-            ns.link("add", ifname="br0", kind="bridge")
-            ns.link("set", index=ns.link_lookup(ifname="br0")[0], state="up")
-            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
-
-    def wire(self, node: Node) -> None:
-        """The node's namespace, a veth pair from it to the bridge, eth0 with the node's IP."""
-        inside, outside = f"{self.tag}v{node.index}", f"{self.tag}p{node.index}"
-        netns.create(node.ns)
-        with IPRoute() as host:
-            host.link("add", ifname=inside, kind="veth", peer=outside)
-            host.link("set", index=host.link_lookup(ifname=inside)[0], net_ns_fd=node.ns)
-            host.link("set", index=host.link_lookup(ifname=outside)[0], net_ns_fd=self.switch)
-        with IPRoute(netns=self.switch) as ns:
-            port = ns.link_lookup(ifname=outside)[0]
-            ns.link("set", index=port, master=ns.link_lookup(ifname="br0")[0])
-            ns.link("set", index=port, state="up")
-        with IPRoute(netns=node.ns) as ns:
-            index = ns.link_lookup(ifname=inside)[0]
-            ns.link("set", index=index, ifname="eth0")
-            ns.addr("add", index=index, address=node.ip, prefixlen=24)
-            ns.link("set", index=index, state="up")
-            ns.link("set", index=ns.link_lookup(ifname="lo")[0], state="up")
+        nslinks.create_switch(self.switch)
 
     def add_host(self, index: int) -> Node:
         node = Node(index, f"{self.tag}-n{index}", f"{SUBNET}.{10 + index}", f"node-{index}")
-        self.wire(node)
+        nslinks.wire(node.ns, self.switch, f"{self.tag}v{node.index}", f"{self.tag}p{node.index}",
+                     node.ip)
         (self.root / f"n{index}").mkdir(parents=True, exist_ok=True)
         self.ray_temp.mkdir(parents=True, exist_ok=True)
         # The holder gets its own hostname and mounts, then waits; commands join it by nsenter.
@@ -171,7 +123,7 @@ class Cluster:
                   f"mount --bind {hosts} /etc/hosts && "
                   f"mount -t tmpfs -o size=1g tmpfs /dev/shm && "
                   f"mount -t tmpfs -o size=1g tmpfs {self.ray_temp} && exec sleep infinity")
-        holder = subprocess.Popen(["nsenter", f"--net={NETNS_DIR}/{node.ns}", "unshare", "--uts",
+        holder = subprocess.Popen(["nsenter", f"--net={nslinks.NETNS_DIR}/{node.ns}", "unshare", "--uts",
                                    "--mount", "sh", "-c", script], stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   start_new_session=True)
@@ -203,28 +155,9 @@ class Cluster:
 
     # ------------------------------------------------------------------ Ray
     def node_env(self, node: Node, extra: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, str]:
-        venv_bin = str(Path(sys.executable).parent)
-        ray_bin = os.path.dirname(shutil.which("ray") or sys.executable)  # may sit apart from python
         per_node = self.node_envs[node.index] if node.index < len(self.node_envs) else {}
-        system = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-        if self.stub_gpus:  # a clean environment: only what the test sets
-            env = {"PATH": f"{STUBS}:{ray_bin}:{venv_bin}:{system}",
-                   "NVIDIA_SMI_STUB": str(self.root / f"n{node.index}" / "gpus.csv")}
-        else:  # the machine's own: its nvidia-smi and CUDA libraries may sit off the usual paths
-            env = {**os.environ, "PATH": f"{ray_bin}:{venv_bin}:{os.environ.get('PATH', system)}"}
-            env.pop("RAY_ADDRESS", None)
-        env.update({"HOME": str(self.root), "NCCL_IB_DISABLE": "1", "LANG": "C.UTF-8",
-                    **RAY_FAST_HEALTH, **self.env, **per_node})
-        for key, value in (extra or {}).items():
-            if value is None:
-                env.pop(key, None)
-            else:
-                env[key] = value
-        # Packages this machine keeps outside the venv (a pip --target folder) stay importable.
-        caller = os.environ.get("PYTHONPATH", "")
-        if caller and caller not in env.get("PYTHONPATH", "").split(":"):
-            env["PYTHONPATH"] = ":".join(p for p in (env.get("PYTHONPATH", ""), caller) if p)
-        return env
+        table = self.root / f"n{node.index}" / "gpus.csv" if self.stub_gpus else None
+        return host_env(self.root, table, {**self.env, **per_node}, extra)
 
     def start_ray(self, node: Node, gpus: int, extra_env: Optional[Dict[str, Optional[str]]] = None) -> None:
         head = self.nodes[0]
@@ -247,35 +180,23 @@ class Cluster:
     def stop_ray(self, node: Node, grace: float = 2.0) -> None:
         """TERM the node's Ray process group, KILL it after the grace, and anything left."""
         if node.ray_pid:
-            _kill_group(node.ray_pid, signal.SIGTERM)
+            kill_group(node.ray_pid, signal.SIGTERM)
             deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and _group_alive(node.ray_pid):
+            while time.monotonic() < deadline and group_alive(node.ray_pid):
                 time.sleep(0.1)
-            _kill_group(node.ray_pid, signal.SIGKILL)
+            kill_group(node.ray_pid, signal.SIGKILL)
             node.ray_pid = 0
         for pid in self.ns_pids(node):  # daemons Ray started outside the group
             if pid != node.holder:
-                _kill(pid, signal.SIGKILL)
+                kill(pid, signal.SIGKILL)
         self.save()
 
     def ns_pids(self, node: Node) -> List[int]:
-        return netns.ns_pids().get(node.ns, []) if netns else []
+        return nslinks.ns_pids(node.ns)
 
-    @contextlib.contextmanager
     def isolated_interface(self, index: int, address: str, name: str = "eth1"):
-        """A second interface, up, on one host, on a subnet no other host can reach (a veth pair
-        whose peer stays in the host: the dummy kind may be absent); removed afterwards."""
-        with IPRoute(netns=self.nodes[index].ns) as ns:
-            ns.link("add", ifname=name, kind="veth", peer=f"{name}p")
-            link = ns.link_lookup(ifname=name)[0]
-            ns.addr("add", index=link, address=address, prefixlen=24)
-            ns.link("set", index=link, state="up")
-            ns.link("set", index=ns.link_lookup(ifname=f"{name}p")[0], state="up")
-        try:
-            yield
-        finally:
-            with IPRoute(netns=self.nodes[index].ns) as ns:
-                ns.link("del", index=ns.link_lookup(ifname=name)[0])
+        """A second interface on host index, on a subnet no other host reaches (a context)."""
+        return nslinks.isolated_interface(self.nodes[index].ns, address, name)
 
     def wait_nodes(self, count: int, timeout: float = 120.0) -> None:
         code = ("import ray, sys; ray.init(address='auto', logging_level='ERROR', log_to_driver=False); "
@@ -283,7 +204,7 @@ class Cluster:
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
-            dead = [n.hostname for n in self.nodes if n.ray_pid and not _group_alive(n.ray_pid)]
+            dead = [n.hostname for n in self.nodes if n.ray_pid and not group_alive(n.ray_pid)]
             if dead:
                 raise RuntimeError(f"ray start exited on {dead}: see {self.root}/n*/ray-start.log")
             out = self.driver([sys.executable, "-c", code], check=False, timeout=60)
@@ -334,9 +255,9 @@ class Cluster:
     def down(self) -> None:
         for node in reversed(self.nodes):
             self.stop_ray(node, grace=1.0)
-            _kill(node.holder, signal.SIGKILL)
-            remove_netns(node.ns)
-        remove_netns(self.switch)
+            kill(node.holder, signal.SIGKILL)
+            nslinks.remove_netns(node.ns)
+        nslinks.remove_netns(self.switch)
         shutil.rmtree(self.ray_temp, ignore_errors=True)
         if os.path.ismount(self.storage):
             sh("umount", "-l", str(self.storage), check=False)
@@ -354,36 +275,6 @@ class Cluster:
         self.wait_nodes(len(self.nodes))
 
 
-def _kill(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _kill_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
-def remove_netns(name: str) -> None:
-    if netns and name in netns.listnetns():
-        try:
-            netns.remove(name)
-        except OSError:
-            pass
-
-
 def missing_prerequisites() -> Optional[str]:
     """Why this machine cannot host the cluster, or None."""
     if os.geteuid() != 0:
@@ -391,7 +282,7 @@ def missing_prerequisites() -> Optional[str]:
     for tool in ("unshare", "nsenter", "mount"):
         if not shutil.which(tool):
             return f"needs {tool} (util-linux)"
-    if netns is None:
+    if nslinks.netns is None:
         return "needs pyroute2 in this Python (tests/requirements.txt; make test installs it in .venv)"
     try:
         import ray  # noqa: F401
@@ -399,10 +290,10 @@ def missing_prerequisites() -> Optional[str]:
         return "needs ray in this Python (make test installs it in .venv)"
     probe = f"twgprobe{os.getpid()}"
     try:
-        netns.create(probe)
+        nslinks.netns.create(probe)
     except Exception as exc:  # pyroute2 raises OSError, or its own errors from the child
         return f"cannot create network namespaces here ({exc})"
-    remove_netns(probe)
+    nslinks.remove_netns(probe)
     return None
 
 

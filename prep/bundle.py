@@ -15,7 +15,6 @@ Exit codes: 0 ok, 1 a check failed, 2 usage error.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import py_compile
 import re
@@ -26,24 +25,20 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List
 
-REPO = Path(__file__).resolve().parent.parent
-BUNDLE = REPO / "tools" / "verl" / "two-worker-grpo"
-LAUNCHER_NAME = "run-two-worker-grpo-v1.sh"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root, for prep/
+from prep.bundle_layout import (BUNDLE, BUNDLES_REL, LAUNCHER_NAME, REPO, SUMS,  # noqa: E402
+                                sha256, version_of)
+from prep.driver_command import cmd_driver_command  # noqa: E402
+from twgrpo.formats import sums  # noqa: E402  (the one SHA256SUMS reader; bundle_layout set the path)
+
 VERIFIER_NAME = "verify-two-worker-grpo-v1.py"
-SUMS = REPO / "checksums" / "SHA256SUMS"
 RUNTIME_ENV = REPO / "runtime-env.json"
 DEFAULT_JOB_ROOT = "/mnt/verl-reproduction"
-sys.path.insert(0, str(BUNDLE))
-from twgrpo.formats import sums  # noqa: E402  (the one SHA256SUMS reader)
 
 CHECKER_NAME = "check-bundle-v1.py"
 PIN = re.compile(r"^readonly BUNDLE_SUMS_SHA256=[0-9a-f]{64}$", re.M)
 CHECKER_PIN = re.compile(r"^readonly BUNDLE_CHECK_SHA256=[0-9a-f]{64}$", re.M)
 SKIP_PARTS = {"__pycache__"}
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def walk(folder: Path, exclude: set) -> Dict[str, Path]:
@@ -184,15 +179,6 @@ def install_files(dest: Path, force: bool) -> bool:
     return True
 
 
-BUNDLES_REL = "tools/verl/two-worker-grpo"  # versions live in <root>/BUNDLES_REL/<version>/
-VERSION = re.compile(r"^bundle-[0-9a-f]{12}\Z")
-
-
-def version_of(launcher: Path) -> str:
-    """A bundle's version: from the launcher's sha256, which pins every other file."""
-    return f"bundle-{sha256(launcher)[:12]}"
-
-
 def verify_installed(folder: Path) -> int:
     return subprocess.run(["bash", str(folder / LAUNCHER_NAME), "--verify-bundle"]).returncode
 
@@ -277,8 +263,6 @@ def main(argv=None) -> int:
                    help="the installed folder relative to STORAGE_ROOT, for a flat install "
                         "(default: the launcher's version folder)")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(REPO))
-    from prep.driver_command import cmd_driver_command
     handlers = {"checksums": cmd_checksums, "verify-scripts": cmd_verify_scripts,
                 "install": cmd_install, "driver-command": cmd_driver_command,
                 "version": lambda _: print(version_of(BUNDLE / LAUNCHER_NAME)) or 0}

@@ -18,9 +18,9 @@ import re
 import sys
 from pathlib import Path
 
-from prep.bundle import BUNDLE, BUNDLES_REL, LAUNCHER_NAME, SUMS, sha256, version_of
-from prep import site  # noqa: E402  (after prep.bundle, which puts the bundle's twgrpo on the path)
-from twgrpo.formats import sums  # noqa: E402  (the one SHA256SUMS reader; prep.bundle set the path)
+from prep.bundle_layout import BUNDLE, BUNDLES_REL, LAUNCHER_NAME, SUMS, sha256, version_of
+from prep import site  # noqa: E402  (after prep.bundle_layout, which puts the bundle's twgrpo on the path)
+from twgrpo.formats import sums  # noqa: E402  (the one SHA256SUMS reader; prep.bundle_layout set the path)
 from twgrpo.run import runid  # noqa: E402
 from twgrpo.run.findings import UsageError
 from twgrpo.run.profile import load_profile

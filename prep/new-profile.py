@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
 
 from twgrpo.run.findings import UsageError  # noqa: E402
-from twgrpo.run.profile import (LINE, NAME, PINS, PROFILE_DIR, load_profile,  # noqa: E402
-                                parse_profile_text)
+from twgrpo.run.profile import PROFILE_DIR, load_profile, parse_profile_text  # noqa: E402
+from twgrpo.run.profile_keys import LINE, NAME, PINS  # noqa: E402
 
 
 def new_profile_text(source: Path, name: str, values: dict) -> str:

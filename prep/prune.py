@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from prep import bundle  # noqa: E402
+from prep import bundle_layout  # noqa: E402
 from twgrpo.formats import bounded  # noqa: E402
 from twgrpo.run import heartbeat, runrecord  # noqa: E402
 
@@ -38,7 +38,7 @@ def say(text: str) -> None:
 
 def installed(parent: Path) -> List[Path]:
     """Version folders, most recently installed first (their folder's change time)."""
-    found = [p for p in parent.iterdir() if bundle.VERSION.match(p.name) and p.is_dir()
+    found = [p for p in parent.iterdir() if bundle_layout.VERSION.match(p.name) and p.is_dir()
              and not p.is_symlink()] if parent.is_dir() else []
     return sorted(found, key=lambda p: (p.stat().st_mtime, p.name), reverse=True)
 
@@ -54,7 +54,7 @@ def needed_by_runs(prep_root: Path) -> Dict[str, List[str]]:
     for folder in folders:
         # a folder the launcher never recorded ({}) names no version
         version = runrecord.read_or_empty(folder).get("bundle_version")
-        if not isinstance(version, str) or not bundle.VERSION.match(version):
+        if not isinstance(version, str) or not bundle_layout.VERSION.match(version):
             continue
         live = heartbeat.liveness(folder) == "alive"
         reasons.setdefault(version, []).append(
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
         print(f"prune: (GEN-E130) PREP_ROOT {args.prep_root!r} is not a directory — set PREP_ROOT= to "
               "this box's mount of the volume", file=sys.stderr)
         return 2
-    parent = root / bundle.BUNDLES_REL
+    parent = root / bundle_layout.BUNDLES_REL
     versions = installed(parent)
     why: Dict[str, List[str]] = {v: list(r) for v, r in needed_by_runs(root).items()}
     for rank, folder in enumerate(versions[:int(args.keep)], 1):
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
         why.setdefault(latest, []).append("LATEST names it")
     except bounded.Unreadable:
         pass
-    mine = bundle.version_of(bundle.BUNDLE / bundle.LAUNCHER_NAME)
+    mine = bundle_layout.version_of(bundle_layout.BUNDLE / bundle_layout.LAUNCHER_NAME)
     why.setdefault(mine, []).append("this checkout's Driver command pins it")
     removed, failed = [], 0
     for folder in versions:

@@ -84,6 +84,7 @@ SLOW_MODULES = {
     "test_smoke_env",  # builds venvs from a wheelhouse
     "test_report_browser", "test_compare_browser",  # headless Chromium
     "test_stall", "test_fanout", "test_isolated", "test_preemption", "test_progress",  # Ray heads
+    "test_cluster_tasks",
     "test_submit_checks", "test_submit_spec", "test_jobs_client",  # job servers and processes
     "test_one_verdict_property", "test_hostile_artifacts", "test_report_scale", "test_scale",
     "test_gpu_checks_script", "test_records",  # many runs of the verifier, huge records

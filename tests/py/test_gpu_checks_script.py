@@ -7,14 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dev import netcluster
+from dev import stubgpus
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def run(tmp_path, health=None):
     table = tmp_path / "gpus.csv"
-    netcluster.gpus_csv(table, 2, health=health)
+    stubgpus.gpus_csv(table, 2, health=health)
     env = {**os.environ, "NVIDIA_SMI_STUB": str(table),
            "PATH": f"{REPO / 'tests' / 'stubs'}:{os.environ['PATH']}"}
     out = subprocess.run([sys.executable, str(REPO / "dev" / "gpu-checks-real.py"), "--gloo",

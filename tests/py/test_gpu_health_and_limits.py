@@ -144,9 +144,9 @@ def test_fm26_fm56_a_gid_index_that_holds_no_roce_v2_gid_on_one_node(tmp_path):
 
 # ---------------------------------------------------------------- the node-side parsers
 def test_the_health_query_drops_fields_an_old_driver_refuses(tmp_path, monkeypatch):
-    from dev import netcluster
+    from dev import stubgpus
     table = tmp_path / "gpus.csv"
-    netcluster.gpus_csv(table, 2, health={1: {"mig.mode.current": "Enabled"}})
+    stubgpus.gpus_csv(table, 2, health={1: {"mig.mode.current": "Enabled"}})
     # An R470 driver: no fabric fields, clock reasons under their old name.
     text = table.read_text().replace("clocks_event_reasons", "clocks_throttle_reasons")
     lines = [",".join(v for v, h in zip(line.split(","), text.splitlines()[0].split(","))
@@ -215,7 +215,7 @@ def test_a_big_nodes_answers_stay_small_in_preflight_json():
     """An 8-GPU NVLink node with 8 RoCE HCAs: what preflight.json keeps per node stays well
     under postflight's per-node read bound (placement.PER_NODE_LIMIT)."""
     import json
-    from dev.netcluster import HEALTHY
+    from dev.stubgpus import HEALTHY
     from twgrpo.checks.placement import PER_NODE_LIMIT
     links = "".join(f"\t Link {k}: 26.562 GB/s\n" for k in range(18))
     nvlink = "".join(f"GPU {g}: NVIDIA H100 80GB HBM3 (UUID: GPU-{g:08d})\n{links}" for g in range(8))

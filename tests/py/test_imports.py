@@ -174,7 +174,6 @@ def test_the_verifier_imports_only_the_standard_library_and_ray_in_the_probe():
                     outside.setdefault(top, set()).add(name)
     # ray in what runs on the cluster; torch only in the collective probe's rank, on its node
     assert outside == {"ray": {"checks.preflight", "checks.probe", "checks.fanout", "checks.reach",
-                               "checks.collective", "checks.collective_rank", "checks.stall_nodes",
-                               "checks.node_collective", "checks.job_shape", "checks.node_agents",
-                               "checks.storage_trial", "checks.limits_probe"},
+                               "checks.cluster", "checks.collective_rank", "checks.stall_nodes",
+                               "checks.job_shape", "checks.node_agents", "checks.limits_probe"},
                        "torch": {"checks.collective_rank"}}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-from dev import netcluster
+from dev import netcluster, stubgpus
 
 REASON = netcluster.missing_prerequisites()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"multi-host Ray cluster: {REASON}")
@@ -85,23 +85,23 @@ def gpus_file(cluster, index):
 @contextmanager
 def node_variant(cluster, index, gpus=2, env=None, model="NVIDIA A100-SXM4-80GB", driver="535.104.05"):
     """Restart one node with other GPUs or environment; put it back afterwards."""
-    netcluster.gpus_csv(gpus_file(cluster, index), gpus, model, driver)
+    stubgpus.gpus_csv(gpus_file(cluster, index), gpus, model, driver)
     cluster.restart_node(index, gpus, env)
     try:
         yield
     finally:
-        netcluster.gpus_csv(gpus_file(cluster, index), 2)
+        stubgpus.gpus_csv(gpus_file(cluster, index), 2)
         cluster.restart_node(index, 2)
 
 
 @contextmanager
 def stub_table(cluster, index, **kw):
     """Change what nvidia-smi reports on a node without restarting Ray."""
-    netcluster.gpus_csv(gpus_file(cluster, index), kw.pop("count", 2), **kw)
+    stubgpus.gpus_csv(gpus_file(cluster, index), kw.pop("count", 2), **kw)
     try:
         yield
     finally:
-        netcluster.gpus_csv(gpus_file(cluster, index), 2)
+        stubgpus.gpus_csv(gpus_file(cluster, index), 2)
 
 
 def test_two_nodes_of_two_gpus_pass_and_record_what_postflight_needs(cluster, request):

@@ -72,7 +72,8 @@ def test_root_without_a_gpu_stops_at_once_with_exit_2(tmp_path):
                     reason="needs a machine that can host the namespaced cluster (root, pyroute2, ray)")
 def test_a_gpu_with_a_cpu_torch_stops_at_once_with_exit_2(tmp_path):
     table = tmp_path / "gpus.csv"
-    smoke.netcluster.gpus_csv(table, 1)
+    from dev.stubgpus import gpus_csv
+    gpus_csv(table, 1)
     env = {**os.environ, "PATH": f"{REPO / 'tests' / 'stubs'}:{path_without_gpus()}",
            "NVIDIA_SMI_STUB": str(table), "SMOKE_ENV": str(tmp_path / "env")}
     out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "smoke")], env=env,

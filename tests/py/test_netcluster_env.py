@@ -2,7 +2,7 @@
 with real GPUs, the machine's own environment and GPU 0 (no root needed: nothing starts)."""
 import pytest
 
-from dev import netcluster
+from dev import hostenv, netcluster
 
 
 def cluster_of_two(tmp_path, stub_gpus, node_envs=None):
@@ -18,7 +18,7 @@ def test_stub_hosts_get_a_clean_environment_with_the_stub_first(tmp_path, monkey
     monkeypatch.setenv("PYTHONPATH", "/opt/site")
     cluster = cluster_of_two(tmp_path, stub_gpus=True)
     env = cluster.node_env(cluster.nodes[1])
-    assert env["PATH"].split(":")[0] == str(netcluster.STUBS)
+    assert env["PATH"].split(":")[0] == str(hostenv.STUBS)
     assert env["NVIDIA_SMI_STUB"] == str(tmp_path / "n1" / "gpus.csv")
     assert "SOMETHING_OF_THE_CALLER" not in env
     assert env["PYTHONPATH"] == "/storage/code/verl/abc:/opt/site"  # the job's first, the machine's after
@@ -33,7 +33,7 @@ def test_real_gpu_hosts_keep_the_machines_environment_and_share_gpu_0(tmp_path, 
     cluster = cluster_of_two(tmp_path, stub_gpus=False, node_envs=[netcluster.SHARED_GPU0] * 2)
     for node in cluster.nodes:
         env = cluster.node_env(node)
-        assert str(netcluster.STUBS) not in env["PATH"] and "NVIDIA_SMI_STUB" not in env
+        assert str(hostenv.STUBS) not in env["PATH"] and "NVIDIA_SMI_STUB" not in env
         assert env["PATH"].endswith(":/usr/local/nvidia/bin:/usr/bin:/bin")
         assert env["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
         assert env["CUDA_VISIBLE_DEVICES"] == "0"

@@ -135,9 +135,9 @@ def test_memory_reads_meminfo_and_the_cgroup_limit(tmp_path):
 
 
 def stub_node(tmp_path, monkeypatch, apps=None):
-    from dev import netcluster
+    from dev import stubgpus
     table = tmp_path / "gpus.csv"
-    netcluster.gpus_csv(table, 2)
+    stubgpus.gpus_csv(table, 2)
     if apps is not None:
         (tmp_path / "gpus.csv.apps").write_text(apps)
     stubs = os.path.join(os.path.dirname(__file__), "..", "stubs")

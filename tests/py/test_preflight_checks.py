@@ -66,7 +66,7 @@ def system(ordinal):
 
 def gpu_health(profile):
     """Healthy GPUs as gpu_health_probe.health_report answers (the real tool's A100 values)."""
-    from dev.netcluster import HEALTHY
+    from dev.stubgpus import HEALTHY
     return {"query": {"gpus": [{"index": str(i), "uuid": f"GPU-{i}", "bus_id": f"00000000:0{i}:00.0",
                                 **HEALTHY} for i in range(profile.GPUS_PER_NODE)], "dropped": []},
             "nvlink": {"gpus": {}}, "kernel": {"readable": True, "xids": []}}

@@ -143,9 +143,9 @@ def test_a_trailing_newline_is_no_part_of_a_valid_value(tmp_path, name, value, f
 
 def test_one_run_id_rule_everywhere_refuses_control_characters():
     from prep import jobspec
-    from twgrpo.run import profile
+    from twgrpo.run import profile_keys
     for text in ("x\n", "x\t", "x\x1b[2J"):
-        assert not profile.NAME.match(text) and not runid.is_run_id(text)
+        assert not profile_keys.NAME.match(text) and not runid.is_run_id(text)
         assert "(LAUNCH-E004)" in " ".join(request.variable_problems({"STORAGE_ROOT": "/mnt", "RUN_ID": text}))
         with pytest.raises(jobspec.SpecError, match=r"^\(SUB-E012\)"):
             jobspec.check_run_id(text)

@@ -110,7 +110,7 @@ def test_no_other_module_compiles_a_run_id_pattern():
     """A RUN_ID-shaped regex (a leading letter or digit, then [A-Za-z0-9._-]) compiled outside
     runid.py and the profile's own name rules is a second RUN_ID rule."""
     shape = re.compile(r"\[A-Za-z0-9\]\[A-Za-z0-9\._-\]")
-    allowed = {BUNDLE / "twgrpo" / "run" / "runid.py", BUNDLE / "twgrpo" / "run" / "profile.py",
+    allowed = {BUNDLE / "twgrpo" / "run" / "runid.py", BUNDLE / "twgrpo" / "run" / "profile_keys.py",
                REPO / "dev" / "smokeenv" / "lockfile.py"}  # profile names; pip pins
     found = []
     for path in SOURCES:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dev import slurmcluster
-from dev.netcluster import gpus_csv
+from dev.stubgpus import gpus_csv
 from prep import sbatch
 
 REPO = Path(__file__).resolve().parents[2]

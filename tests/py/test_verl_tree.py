@@ -2,19 +2,12 @@
 (skip-worktree, core.worktree, core.fsmonitor) are built for real, and prepare-inputs and
 pin-inputs neither run the checkout's programs nor accept its edits."""
 import hashlib
-import importlib.util
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
-from prep.volume import pin, verltree
+from prep.volume import pin, verl_input, verltree
 from twgrpo.run.profile import load_profile
-
-REPO = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("prepare_inputs", REPO / "prep" / "prepare-inputs.py")
-prepare_inputs = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(prepare_inputs)
 
 
 def checkout(storage):
@@ -43,7 +36,7 @@ def test_prepare_inputs_never_runs_a_checkouts_fsmonitor(storage):
     subprocess.run(["git", "-C", str(folder), "status"], capture_output=True)  # git itself would
     assert marker.exists()
     marker.unlink()
-    assert prepare_inputs.verl_problem(folder, folder.name) == ""
+    assert verl_input.verl_problem(folder, folder.name) == ""
     assert not marker.exists()
 
 
@@ -53,7 +46,7 @@ def test_prepare_inputs_sees_an_edit_that_skip_worktree_hides(storage):
     target.write_text(target.read_text() + "\n# edited\n")
     git(folder, "update-index", "--skip-worktree", "verl/trainer/main_ppo.py")
     assert "main_ppo.py" not in git(folder, "status", "--porcelain")
-    problem = prepare_inputs.verl_problem(folder, folder.name)
+    problem = verl_input.verl_problem(folder, folder.name)
     assert "verl/trainer/main_ppo.py: marked skip-worktree" in problem
     assert "verl/trainer/main_ppo.py: differs from the commit's blob" in problem
 
@@ -66,7 +59,7 @@ def test_prepare_inputs_sees_an_edit_behind_core_worktree(storage):
     git(folder, "config", "core.worktree", str(pristine))
     assert git(folder, "status", "--porcelain") == ""  # git looks at the pristine copy
     assert "verl/__init__.py: differs from the commit's blob" in \
-        prepare_inputs.verl_problem(folder, folder.name)
+        verl_input.verl_problem(folder, folder.name)
 
 
 def test_pin_inputs_refuses_an_edited_tree_and_keeps_its_manifest(storage):

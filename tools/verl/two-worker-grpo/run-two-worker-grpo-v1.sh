@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=adf419b7d72dc7a24b3cd3cd8cb86cc56d9e28557dfb70987d8f83c3b66bad87
+readonly BUNDLE_SUMS_SHA256=be899e3573135687fd0b5f6d3f10e2caaee618ebc6bbac2b30835f6b7453a035
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -12,14 +12,13 @@ cluster whose GPUs are not real (the test cluster's); off skips the probe.
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ..formats import bounded
 from ..run.findings import Finding, Skip, finding
 from ..run.records import read_json
-from . import isolated
+from . import cluster
 from .collective_rank import collective_rank
 from ..run.runfolder import RunFolder
 
@@ -43,52 +42,43 @@ def check_collective(ctx) -> List[Finding]:
     gpu_nodes = [(o, r) for o, r in answered if ctx.is_gpu_node(o)]
     nccl = bool(gpu_nodes) and ctx.collective_mode == "nccl"
     ranks = gpu_nodes or answered
-    ray = ctx.ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    import twgrpo
-    ray.cloudpickle.register_pickle_by_value(twgrpo)
-    remote = ray.remote(num_cpus=0, num_gpus=1 if nccl else 0, max_retries=0)(isolated.task(ray, collective_rank))
     folder = RunFolder(ctx.run_dir).preflight_collective
     folder.mkdir(exist_ok=True)
     seconds = ctx.collective_timeout
-    pending = {}
+    jobs, ordinals = [], {}
     for rank, (ordinal, report) in enumerate(ranks):
-        strategy = NodeAffinitySchedulingStrategy(node_id=report["node_id"], soft=False)
         spec = {"rank": rank, "world": len(ranks), "ordinal": ordinal, "folder": str(folder),
                 "token": ctx.token.strip(), "seconds": seconds, "nccl": nccl}
-        pending[remote.options(scheduling_strategy=strategy).remote(spec)] = (rank, ordinal)
-    started = time.monotonic()
-    results: Dict[int, Dict[str, Any]] = {}
-    late = _gather(ray, pending, results, started + seconds + MARGIN_SECONDS)
-    ctx.collective["seconds"] = round(time.monotonic() - started, 3)
+        jobs.append(cluster.Job(rank, report["node_id"], (spec,)))
+        ordinals[rank] = ordinal
+    task = cluster.remote_task(ctx.ray, collective_rank, num_gpus=1 if nccl else 0)
+    answers = gather(ctx.ray, task, jobs, seconds)
+    results = reports(answers, ordinals)
+    ctx.collective["seconds"] = round(answers.seconds, 3)
     ctx.collective.update(backend="nccl+gloo" if nccl else "gloo", world=len(ranks))
-    for ref in late:
-        rank, ordinal = pending[ref]
-        ray.cancel(ref, force=True)
-        results[rank] = {"rank": rank, "ordinal": ordinal, "late": True,
+    for rank in answers.late:
+        results[rank] = {"rank": rank, "ordinal": ordinals[rank], "late": True,
                          **_progress(folder, rank, ctx.token.strip())}
     ctx.collective["ranks"] = [_summary(results[r]) for r in sorted(results)]
     return judge(ctx, results, folder, ctx.collective["seconds"])
 
 
-def _gather(ray, pending: Dict[Any, Any], results: Dict[int, Dict[str, Any]], deadline: float) -> list:
-    """Reports as they come, until all are in or the deadline; once a rank has failed the others
-    cannot finish, so they get AFTER_FAILURE_SECONDS more to report their own side. Returns the
-    refs still out."""
-    out = list(pending)
-    while out and time.monotonic() < deadline:
-        ready, out = ray.wait(out, num_returns=1, timeout=max(deadline - time.monotonic(), 0))
-        for ref in ready:
-            rank, ordinal = pending[ref]
-            try:
-                results[rank] = ray.get(ref)
-            except Exception as exc:  # the task's worker died: any Ray error is evidence
-                text = str(exc).strip()
-                results[rank] = {"rank": rank, "ordinal": ordinal, "error": f"{type(exc).__name__}: "
-                                 f"{text.splitlines()[0][:300] if text else ''}"}
-            if "error" in results[rank]:
-                deadline = min(deadline, time.monotonic() + AFTER_FAILURE_SECONDS)
-    return out
+def gather(ray, task, jobs: List[cluster.Job], seconds: float) -> cluster.Answers:
+    """The ranks' reports as they come, within seconds and Ray's margin; once a rank has failed
+    the others cannot finish, so they get AFTER_FAILURE_SECONDS more to report their own side."""
+    return cluster.on_nodes(ray, task, jobs, seconds + MARGIN_SECONDS,
+                            after_failure=AFTER_FAILURE_SECONDS, failed=lambda r: "error" in r)
+
+
+def reports(answers: cluster.Answers, ordinals: Dict[Any, int]) -> Dict[Any, Dict[str, Any]]:
+    """Each rank's report by key; a rank whose task's worker died gets one naming the error (any
+    Ray error is evidence)."""
+    results = dict(answers.values)
+    for key, exc in answers.errors.items():
+        text = str(exc).strip()
+        results[key] = {"rank": key, "ordinal": ordinals[key], "error": f"{type(exc).__name__}: "
+                        f"{text.splitlines()[0][:300] if text else ''}"}
+    return results
 
 
 def judge(ctx, results: Dict[int, Dict[str, Any]], folder: Path, waited: float) -> List[Finding]:

@@ -11,14 +11,12 @@ to the local check instead: fan-out only ever changes where a file is read, neve
 from __future__ import annotations
 
 import io
-import re
 import socket
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import isolated, rayimport, shards
+from . import cluster, rayimport, shards
 
-NODE_ID = re.compile(r"^[0-9a-f]{56}$")
 TIMEOUT = 6 * 3600.0  # seconds to wait for every node's slice: a slow volume is not a failure
 
 
@@ -46,31 +44,21 @@ def check_files(paths: Sequence[Path], log: Callable[[str], None] = print,
     nodes, ray = _cluster(log)
     if not nodes:
         return shards.check_files(paths)
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    import twgrpo
-    ray.cloudpickle.register_pickle_by_value(twgrpo)  # nodes need no copy of the bundle
-    remote = ray.remote(num_cpus=0, max_retries=0)(isolated.task(ray, check_slice))
     sizes = {p: _size(p) for p in paths}
     parts = slices(sizes, len(nodes))
-    pending = {}
-    for node_id, part in zip(nodes, parts):
-        strategy = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
-        pending[remote.options(scheduling_strategy=strategy).remote([str(p) for p in part])] = part
-    log(f"postflight: checkpoint shards spread over {len(pending)} Ray node(s)")
-    ready, late = ray.wait(list(pending), num_returns=len(pending), timeout=timeout)
+    jobs = [cluster.Job(index, node_id, ([str(p) for p in part],))
+            for index, (node_id, part) in enumerate(zip(nodes, parts))]
+    log(f"postflight: checkpoint shards spread over {len(jobs)} Ray node(s)")
+    answers = cluster.on_nodes(ray, cluster.remote_task(ray, check_slice), jobs, timeout)
     results: Dict[Path, Optional[Tuple[str, str]]] = {}
     left: List[Path] = []
-    for ref in late:
-        ray.cancel(ref, force=True)
-        left += pending[ref]
-    for ref in ready:
-        try:
-            host, found = ray.get(ref)
-        except Exception as exc:  # the node or its worker died: check its slice here
-            log(f"postflight: a node's slice failed ({type(exc).__name__}); checked here instead")
-            left += pending[ref]
-            continue
-        for path, problem in zip(pending[ref], found):
+    for index in answers.late:
+        left += parts[index]
+    for index, exc in answers.errors.items():  # the node or its worker died: check its slice here
+        log(f"postflight: a node's slice failed ({type(exc).__name__}); checked here instead")
+        left += parts[index]
+    for index, (host, found) in answers.values.items():
+        for path, problem in zip(parts[index], found):
             results[path] = None if problem is None else (problem[0], f"{problem[1]} (checked on "
                                                                      f"node {host})")
     if left:
@@ -85,12 +73,12 @@ def _cluster(log: Callable[[str], None]) -> Tuple[List[str], Any]:
         import ray
         ray.init(address="auto", ignore_reinit_error=True, log_to_driver=False,
                  logging_level="WARNING")
-        nodes = [str(n.get("NodeID")) for n in ray.nodes() if n.get("Alive")]
+        nodes = [str(n.get("NodeID")) for n in cluster.alive_nodes(ray)]
     except Exception as exc:  # no ray, no cluster: ray raises many kinds
         log(f"postflight: no Ray cluster to spread the shard checks over ({type(exc).__name__}); "
             "checking them here")
         return [], None
-    return [n for n in nodes if NODE_ID.match(n) and set(n) - {"0"} and set(n) - {"f"}], ray
+    return nodes, ray
 
 
 def _size(path: Path) -> int:

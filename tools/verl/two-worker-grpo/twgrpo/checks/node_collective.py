@@ -13,12 +13,11 @@ far below the others is named as degraded. COLLECTIVE_PROBE=gloo runs the same g
 from __future__ import annotations
 
 import statistics
-import time
 from typing import Any, Dict, List
 
 from ..run.findings import Finding, Skip, finding
-from .collective import MARGIN_SECONDS, _gather, _progress, nccl_lines
-from . import isolated
+from . import cluster
+from .collective import _progress, gather, nccl_lines, reports
 from .collective_rank import collective_rank
 from ..run.runfolder import RunFolder
 
@@ -33,30 +32,22 @@ def check_node_collective(ctx) -> List[Finding]:
     if not nodes:
         raise Skip("no GPU node shares the run folder (shared-storage says why)")
     nccl = ctx.collective_mode == "nccl"
-    ray = ctx.ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    import twgrpo
-    ray.cloudpickle.register_pickle_by_value(twgrpo)
-    remote = ray.remote(num_cpus=0, num_gpus=1, max_retries=0)(isolated.task(ray, collective_rank))
     seconds = ctx.collective_timeout
-    pending, folders, worlds = {}, {}, {}
+    jobs, folders, worlds = [], {}, {}
     for ordinal, report in nodes:
         world = min(int(ctx.nodes[ordinal].get("Resources", {}).get("GPU", 0)), MAX_LOCAL_RANKS)
         folder = RunFolder(ctx.run_dir).preflight_node_collective / f"node-{ordinal}"
         folder.mkdir(parents=True, exist_ok=True)
         folders[ordinal], worlds[ordinal] = folder, world
-        strategy = NodeAffinitySchedulingStrategy(node_id=report["node_id"], soft=False)
         for rank in range(world):
             spec = {"rank": rank, "world": world, "ordinal": ordinal, "folder": str(folder),
                     "token": ctx.token.strip(), "seconds": seconds, "nccl": nccl}
-            pending[remote.options(scheduling_strategy=strategy).remote(spec)] = ((ordinal, rank), ordinal)
-    started = time.monotonic()
-    results: Dict[Any, Dict[str, Any]] = {}
-    late = _gather(ray, pending, results, started + seconds + MARGIN_SECONDS)
-    waited = time.monotonic() - started
-    for ref in late:
-        (ordinal, rank), _ = pending[ref]
-        ray.cancel(ref, force=True)
+            jobs.append(cluster.Job((ordinal, rank), report["node_id"], (spec,)))
+    answers = gather(ctx.ray, cluster.remote_task(ctx.ray, collective_rank, num_gpus=1), jobs,
+                     seconds)
+    results = reports(answers, {job.key: job.key[0] for job in jobs})
+    waited = answers.seconds
+    for ordinal, rank in answers.late:
         results[(ordinal, rank)] = {"late": True, **_progress(folders[ordinal], rank, ctx.token.strip())}
     record = ctx.node_collective
     record.update(backend="nccl+gloo" if nccl else "gloo", seconds=round(waited, 3), nodes=[])

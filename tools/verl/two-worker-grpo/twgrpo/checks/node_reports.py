@@ -11,7 +11,7 @@ from typing import Any, Dict, List
 
 from ..run.command import nccl_env
 from ..run.findings import Finding, Skip, finding, mismatch
-from ..run.profile import ROLLOUT_ENGINES
+from ..run.profile_keys import ROLLOUT_ENGINES
 from ..run.records import read_json
 from ..run.runfolder import RunFolder
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import re
 import secrets
-import time
 from pathlib import Path
 from typing import Any, Dict, List
 
 from ..run import humane
-from . import isolated, network, rayimport, recipe, sizes
+from . import cluster, network, rayimport, recipe, sizes
 from ..run.command import FIXED_ENV, IB_ENV
 from ..run.findings import Check, Finding, Skip, UsageError, finding, mismatch
 from ..run.phase import run_phase
@@ -25,12 +23,11 @@ from .node_reports import (check_shared_storage, check_gpus, check_driver_versio
 from .probe import probe_node
 from . import collective, node_network, node_system, reach
 from . import gpu_health, job_shape, node_agents, node_collective, node_limits, storage_trial
-from ..run.profile import ROLLOUT_ENGINES, Profile
+from ..run.profile import Profile
+from ..run.profile_keys import ROLLOUT_ENGINES
 from ..run.records import write_text
 from ..run.runpaths import run_folder
 from ..run.runfolder import RunFolder
-
-NODE_ID = re.compile(r"^[0-9a-f]{56}$")
 
 
 @dataclasses.dataclass
@@ -155,46 +152,32 @@ def _probe_spec(ctx: PreflightContext, ordinal: int, node_id: str) -> Dict[str, 
 def check_node_probes(ctx: PreflightContext) -> List[Finding]:
     """One probe per live node, hard affinity, all in flight; a bounded wait for all of them."""
     ctx.connected()
-    ray = ctx.ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    import twgrpo
-    # Ship this package with the task, so nodes need no copy of the bundle on their path.
-    ray.cloudpickle.register_pickle_by_value(twgrpo)
-    remote_probe = ray.remote(num_cpus=0, max_retries=0)(isolated.task(ray, probe_node))
-    found, pending = [], {}
+    found, jobs = [], []
     for ordinal, node in enumerate(ctx.nodes):
         node_id = str(node.get("NodeID"))
-        # A nil or malformed id makes Ray's C++ core abort the driver instead of raising.
-        if not NODE_ID.match(node_id) or set(node_id) <= {"0"} or set(node_id) <= {"f"}:
+        if not cluster.usable_node_id(node_id):
             found.append(finding("PRE-E014", ctx.node_name(ordinal), f"node id {node_id!r} is "
                                  "not 56 hex digits, or is nil; no probe sent"))
             continue
-        strategy = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
         # Asking for all of the node's GPUs makes Ray name them in CUDA_VISIBLE_DEVICES, so the
         # probe judges exactly the GPUs verl will get there.
         gpus = node.get("Resources", {}).get("GPU", 0)
-        ref = remote_probe.options(scheduling_strategy=strategy, num_gpus=gpus).remote(
-            _probe_spec(ctx, ordinal, node_id))
-        pending[ref] = ordinal
-    started = time.monotonic()
-    ready, not_ready = ray.wait(list(pending), num_returns=len(pending),
-                                timeout=ctx.probe_timeout) if pending else ([], [])
-    ctx.probe_seconds = time.monotonic() - started
-    for ref in not_ready:
-        ordinal = pending[ref]
-        ray.cancel(ref, force=True)
+        jobs.append(cluster.Job(ordinal, node_id, (_probe_spec(ctx, ordinal, node_id),), gpus))
+    answers = cluster.on_nodes(ctx.ray, cluster.remote_task(ctx.ray, probe_node), jobs,
+                               ctx.probe_timeout)
+    ctx.probe_seconds = answers.seconds
+    for ordinal in answers.late:
         found.append(finding("PRE-E015", ctx.node_name(ordinal),
                              f"the probe did not answer within {ctx.probe_timeout:g} s"))
-    for ref in ready:
-        ordinal = pending[ref]
-        try:
-            report = ray.get(ref)
-        except Exception as exc:  # the node or its worker died: any Ray error is evidence
+    for job in jobs:
+        ordinal = job.key
+        if ordinal in answers.errors:  # the node or its worker died: any Ray error is evidence
+            exc = answers.errors[ordinal]
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             found.append(finding("PRE-E015", ctx.node_name(ordinal),
                                  f"the probe failed: {type(exc).__name__}: {first[:300]}"))
-            continue
-        found += received(ctx, ordinal, report)
+        elif ordinal in answers.values:
+            found += received(ctx, ordinal, answers.values[ordinal])
     return found
 
 

@@ -26,7 +26,7 @@ from typing import Any, Dict, List
 
 from ..run.findings import Finding, Skip, finding
 from ..run.records import write_json
-from . import isolated
+from . import cluster
 from .probe_system import interfaces
 from ..run.runfolder import RunFolder
 
@@ -165,35 +165,24 @@ def check_reachability(ctx) -> List[Finding]:
     answered = [(o, r) for o, r in ctx.answered() if r.get("sentinel_ok")]
     if len(answered) < 2:
         raise Skip("fewer than two nodes share the run folder (shared-storage says why)")
-    ray = ctx.ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    import twgrpo
-    ray.cloudpickle.register_pickle_by_value(twgrpo)
-    remote = ray.remote(num_cpus=0, max_retries=0)(isolated.task(ray, reach_node))
     folder = RunFolder(ctx.run_dir).preflight_reach
     folder.mkdir(exist_ok=True)
     targets = plan([ordinal for ordinal, _ in answered], ctx.token)
     incoming = expected_incoming(targets)
-    pending = {}
+    jobs = []
     for ordinal, report in answered:
-        strategy = NodeAffinitySchedulingStrategy(node_id=report["node_id"], soft=False)
         spec = {"ordinal": ordinal, "targets": targets[ordinal], "expect_in": incoming[ordinal],
                 "folder": str(folder), "token": ctx.token.strip(), "seconds": REACH_SECONDS}
-        pending[remote.options(scheduling_strategy=strategy).remote(spec)] = ordinal
-    started = time.monotonic()
-    ready, late = ray.wait(list(pending), num_returns=len(pending), timeout=REACH_SECONDS + 20)
-    ctx.reach_seconds = time.monotonic() - started
-    found, results = [], {}
-    for ref in late:
-        ray.cancel(ref, force=True)
-        found.append(finding("PRE-E047", ctx.node_name(pending[ref]), "the reachability task did "
-                             f"not answer within {REACH_SECONDS + 20:g} s"))
-    for ref in ready:
-        try:
-            results[pending[ref]] = ray.get(ref)
-        except Exception as exc:  # any Ray error is evidence
-            found.append(finding("PRE-E047", ctx.node_name(pending[ref]), "the reachability task "
-                                 f"failed: {type(exc).__name__}: {str(exc).strip()[:300]}"))
+        jobs.append(cluster.Job(ordinal, report["node_id"], (spec,)))
+    answers = cluster.on_nodes(ctx.ray, cluster.remote_task(ctx.ray, reach_node), jobs,
+                               REACH_SECONDS + 20)
+    ctx.reach_seconds = answers.seconds
+    found = [finding("PRE-E047", ctx.node_name(ordinal), "the reachability task did not answer "
+                     f"within {REACH_SECONDS + 20:g} s") for ordinal in answers.late]
+    for ordinal, exc in answers.errors.items():  # any Ray error is evidence
+        found.append(finding("PRE-E047", ctx.node_name(ordinal), "the reachability task "
+                             f"failed: {type(exc).__name__}: {str(exc).strip()[:300]}"))
+    results = answers.values
     if not results:
         raise Skip("no reachability task answered")
     return found + judge(ctx, results)

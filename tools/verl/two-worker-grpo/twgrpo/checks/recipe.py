@@ -14,7 +14,8 @@ from typing import List, Optional
 from ..run import recipe
 from ..run.findings import (Check, Finding, finding, print_findings, run_checks,
                             verdict)
-from ..run.profile import PINS, Profile
+from ..run.profile import Profile
+from ..run.profile_keys import PINS
 from . import sizes, verl_keys
 
 

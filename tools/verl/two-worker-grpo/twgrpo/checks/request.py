@@ -20,7 +20,8 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from . import attempt
 from ..run.findings import UsageError
 from ..run import runid
-from ..run.profile import NAME, SHA256, Profile, requested_profile
+from ..run.profile import Profile, requested_profile
+from ..run.profile_keys import NAME, SHA256
 from ..run.runfolder import run_dir
 
 PROG = "run-two-worker-grpo-v1"

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-from . import isolated, rayimport
+from . import cluster, rayimport
 
 NODE_SECONDS = 45.0
 STACKS_PER_NODE = 8
@@ -116,27 +116,18 @@ def cluster_evidence(pipe_prefix: str, seconds: float = NODE_SECONDS) -> Dict[st
         try:
             rayimport.extend_path()
             import ray
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
             ray.init(address="auto", ignore_reinit_error=True, log_to_driver=False,
                      logging_level="ERROR")
-            import twgrpo
-            ray.cloudpickle.register_pickle_by_value(twgrpo)
-            remote = ray.remote(num_cpus=0, max_retries=0)(isolated.task(ray, node_evidence))
-            pending = {}
-            for node in ray.nodes():
-                if node.get("Alive"):
-                    strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
-                    ref = remote.options(scheduling_strategy=strategy).remote(
-                        max(seconds - 10, seconds / 2), pipe_prefix)
-                    pending[ref] = node.get("NodeManagerAddress") or node["NodeID"]
-            ready, late = ray.wait(list(pending), num_returns=len(pending), timeout=seconds)
-            for ref in ready:
-                try:
-                    result["nodes"][pending[ref]] = ray.get(ref)
-                except Exception as exc:  # any Ray error is evidence
-                    result["nodes"][pending[ref]] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-            for ref in late:
-                result["nodes"][pending[ref]] = {"error": f"no answer within {seconds:g} s"}
+            jobs = [cluster.Job(node.get("NodeManagerAddress") or node["NodeID"], node["NodeID"],
+                                (max(seconds - 10, seconds / 2), pipe_prefix))
+                    for node in cluster.alive_nodes(ray)]
+            answers = cluster.on_nodes(ray, cluster.remote_task(ray, node_evidence), jobs, seconds,
+                                       cancel_late=False)
+            result["nodes"].update(answers.values)
+            for name, exc in answers.errors.items():  # any Ray error is evidence
+                result["nodes"][name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            for name in answers.late:
+                result["nodes"][name] = {"error": f"no answer within {seconds:g} s"}
             result.pop("error", None)
         except Exception as exc:  # no ray, no cluster: say so and go on
             result["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"

@@ -19,7 +19,7 @@ from typing import Any, Dict, List
 
 from ..run import recipe
 from ..run.findings import Finding, Skip, finding
-from . import isolated
+from . import cluster
 from .node_system import CHECKPOINT_FACTOR, weights_bytes
 from ..run.runfolder import RunFolder
 
@@ -123,35 +123,25 @@ def check_storage_trial(ctx) -> List[Finding]:
     nodes = [(o, r) for o, r in ctx.answered() if r.get("sentinel_ok")]
     if not nodes:
         raise Skip("no node shares the run folder (shared-storage says why)")
-    ray = ctx.ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    import twgrpo
-    ray.cloudpickle.register_pickle_by_value(twgrpo)
-    remote = ray.remote(num_cpus=0, max_retries=0)(isolated.task(ray, storage_trial))
     folder = RunFolder(ctx.run_dir).preflight_storage
     folder.mkdir(exist_ok=True)
     seconds = ctx.storage_seconds
     size = trial_bytes(ctx.storage_bytes, shutil.disk_usage(folder).free, len(nodes))
-    pending = {}
+    jobs = []
     for ordinal, report in nodes:
         spec = {"ordinal": ordinal, "folder": str(folder), "token": ctx.token.strip(),
                 "bytes": size, "seconds": seconds,
                 "ordinals": [o for o, _ in nodes]}
-        strategy = NodeAffinitySchedulingStrategy(node_id=report["node_id"], soft=False)
-        pending[remote.options(scheduling_strategy=strategy).remote(spec)] = ordinal
-    started = time.monotonic()
-    ready, late = ray.wait(list(pending), num_returns=len(pending), timeout=seconds + 15)
-    waited = round(time.monotonic() - started, 3)
-    results, found = {}, []
-    for ref in late:
-        ray.cancel(ref, force=True)
-        found.append(finding("PRE-E232", ctx.node_name(pending[ref]), "the storage trial did not "
-                             f"finish within {seconds + 15:g} s: the volume hangs on this node"))
-    for ref in ready:
-        try:
-            results[pending[ref]] = ray.get(ref)
-        except Exception as exc:  # the worker died: evidence
-            results[pending[ref]] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        jobs.append(cluster.Job(ordinal, report["node_id"], (spec,)))
+    answers = cluster.on_nodes(ctx.ray, cluster.remote_task(ctx.ray, storage_trial), jobs,
+                               seconds + 15)
+    waited = round(answers.seconds, 3)
+    found = [finding("PRE-E232", ctx.node_name(ordinal), "the storage trial did not finish "
+                     f"within {seconds + 15:g} s: the volume hangs on this node")
+             for ordinal in answers.late]
+    results = dict(answers.values)
+    for ordinal, exc in answers.errors.items():  # the worker died: evidence
+        results[ordinal] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
     shutil.rmtree(folder, ignore_errors=True)  # up to nodes x 64 MiB of test data
     ctx.storage_record = {"bytes": size, "seconds": waited, "nodes": [
         {"ordinal": o, **{k: r.get(k) for k in ("bytes", "write_seconds", "read_seconds", "seen",

@@ -12,7 +12,7 @@ import math
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..run.humane import duration, number, size
-from ..run.profile import DEFAULTS
+from ..run.profile_keys import DEFAULTS
 from .runview import RunView
 
 # The order a difference is named in: the first aspect that differs heads the headline.

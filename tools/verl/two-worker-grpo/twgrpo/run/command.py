@@ -10,9 +10,9 @@ from typing import Dict, List, Optional, Tuple
 
 from . import recipe
 from .findings import UsageError
-from .profile import HF_ROLLOUT_MODULE, Profile
-from .runfolder import run_dir
-from .runfolder import RunFolder
+from .profile import Profile
+from .profile_keys import HF_ROLLOUT_MODULE
+from .runfolder import RunFolder, run_dir
 
 # Set on every node through the pasted RuntimeEnv, and exported by the launcher for the driver.
 # Offline: nothing is fetched at run time. NCCL: Socket only (RDMA off), with INFO logs that

@@ -19,7 +19,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from ..formats import bounded
 from . import budget, glance, runid, typed
 from .findings import UsageError
-from .profile import ADDED_LATER, SHA256, Profile, env_lines, parse_profile_text
+from .profile import Profile, env_lines, parse_profile_text
+from .profile_keys import ADDED_LATER, SHA256
 from .records import write_json
 from .runfolder import RunFolder, files, refuse_symlinked
 
