@@ -50,14 +50,14 @@ from prep.volume import gsm8k, layout, pin, verltree  # noqa: E402
 from twgrpo.checks.inputs import missing_verl_fields  # noqa: E402
 from twgrpo.checks.reward import hash_script  # noqa: E402
 from twgrpo.formats import parquet, sums  # noqa: E402
-from twgrpo.run.findings import UsageError  # noqa: E402
+from twgrpo.run.findings import UsageError, say_usage, usage  # noqa: E402
 from twgrpo.run.profile import PROFILE_DIR, Profile, load_profile  # noqa: E402
 from twgrpo.run.records import RecordError, write_text  # noqa: E402
 
 CONVERTER = "two-worker-grpo gsm8k-to-verl 1"
 
 
-class PrepareError(Exception):
+class PrepareError(UsageError):
     """A part could not be prepared; the message says what to do (exit 1)."""
 
 
@@ -265,9 +265,9 @@ def convert_with_script(profile: Profile, root: Path, source: str, staging: Path
             shutil.rmtree(staging, ignore_errors=True)
             what = f"verl cannot read its rows: {', '.join(missing)} missing (has columns " \
                    f"{footer.columns})" if missing else "it has no rows"
-            raise PrepareError(f"(INP-E016) {split}.parquet from DATA_CONVERTER "
-                               f"{profile.DATA_CONVERTER}: {what}; nothing was published — write "
-                               "them in the converter (docs/your-cluster.md has an example)")
+            made = usage("INP-E016", None, f"{split}.parquet from DATA_CONVERTER "
+                         f"{profile.DATA_CONVERTER}: {what}; nothing was published")
+            raise PrepareError(str(made), made.fid, made.hint)
         counts[split] = footer.num_rows
         say(f"data: {split}: {footer.num_rows} rows written by {profile.DATA_CONVERTER}")
     return {"converter": f"{profile.DATA_CONVERTER} sha256 {digest}", "converter_sha256": digest,
@@ -330,7 +330,7 @@ def cmd_prepare(args: argparse.Namespace, profile: Profile) -> int:
         try:
             say(f"{name}: {step(profile, root, sources[name])}")
         except (PrepareError, layout.LayoutError) as exc:
-            print(f"prepare-inputs: {name}: {exc}", file=sys.stderr)
+            say_usage(f"prepare-inputs: {name}", exc)
             failures += 1
     if failures:
         return 1
@@ -400,7 +400,7 @@ def main(argv=None) -> int:
     try:
         profile = load_profile(args.profile or None)
     except UsageError as exc:
-        print(f"prepare-inputs: {exc}", file=sys.stderr)
+        say_usage("prepare-inputs", exc)
         return 2
     if not args.prep_root.is_dir():
         print(f"prepare-inputs: PREP_ROOT {args.prep_root} is not a directory — mount the shared "

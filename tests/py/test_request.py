@@ -17,7 +17,7 @@ VERIFIER = REPO / "tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py"
 
 
 def ids(problems):
-    return [p.split(")")[0].lstrip("(") for p in problems]
+    return [str(p).split(")")[0].lstrip("(") for p in problems]
 
 
 def base(tmp_path, **extra):
@@ -32,7 +32,7 @@ def test_probe_timeout_must_be_seconds_above_zero(tmp_path, value):
         assert problems == []
     else:
         assert ids(problems) == ["LAUNCH-E040"], problems
-        assert "unset it for the default 120" in problems[0]
+        assert "(default 120 s)" in problems[0].hint
 
 
 @pytest.mark.parametrize("value,seconds", [("30", 30.0), ("0.5", 0.5), ("86400", 86400.0)])

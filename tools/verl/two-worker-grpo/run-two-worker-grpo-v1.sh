@@ -82,8 +82,8 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=ae477928d9cf4dbce32ff509df34b119bb004ade2469e9a9797acf0bd8663247
-readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
+readonly BUNDLE_SUMS_SHA256=e1b89902cd89fe2b0f50b13fd20cb023fd7846b3b5ada62f6a5bff0f6e9bf247
+readonly BUNDLE_CHECK_SHA256=6b5db533fb7eef153faedcca675a3c1c65f96fd72783eac312c58e7a37704c18
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
 BUNDLE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from .findings import UsageError
+from .findings import usage
 from .records import RecordError, write_json
 
 SUPERSEDED = "SUCCESS.superseded-"
@@ -21,9 +21,8 @@ SUPERSEDED = "SUCCESS.superseded-"
 def refuse_symlinked(run_dir: Path) -> Path:
     """The run folder itself, refused when it is a symlink (it could point at another run)."""
     if Path(run_dir).is_symlink():
-        raise UsageError(f"(POST-E040) run folder {run_dir} is a symlink (to "
-                         f"{os.readlink(str(run_dir))}); nothing is written through it — "
-                         "name the run's own folder")
+        raise usage("POST-E040", None, f"run folder {run_dir} is a symlink (to "
+                    f"{os.readlink(str(run_dir))}); nothing is written through it")
     return Path(run_dir)
 
 
