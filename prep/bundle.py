@@ -34,6 +34,7 @@ from twgrpo.formats import sums  # noqa: E402  (the one SHA256SUMS reader; bundl
 VERIFIER_NAME = "verify-two-worker-grpo-v1.py"
 RUNTIME_ENV = REPO / "runtime-env.json"
 DEFAULT_JOB_ROOT = "/mnt/verl-reproduction"
+from twgrpo.run.findings import say_usage, usage  # noqa: E402
 
 CHECKER_NAME = "check-bundle-v1.py"
 PIN = re.compile(r"^readonly BUNDLE_SUMS_SHA256=[0-9a-f]{64}$", re.M)
@@ -164,9 +165,8 @@ def install_files(dest: Path, force: bool) -> bool:
     unsafe = [n for n in plan for t in (dest / n, (dest / n).with_name(f".{Path(n).name}.installing"))
               if (t.is_symlink() or t.exists()) and (t.is_symlink() or not t.is_file())]
     if unsafe:  # a link, device, FIFO or folder in the way: never written through (GEN-E020)
-        print(f"install: (GEN-E020) {dest} holds non-regular files where bundle files go "
-              f"({', '.join(unsafe[:5])}); nothing was changed. Remove them, or install into a "
-              "new folder.", file=sys.stderr)
+        say_usage("install", usage("GEN-E020", None, f"{dest} holds non-regular files where "
+                                   f"bundle files go ({', '.join(unsafe[:5])}); nothing was changed"))
         return False
     for name, source in plan.items():
         target = dest / name
@@ -193,9 +193,8 @@ def install_version(root: Path, staged: Path) -> int:
     if target.exists() or target.is_symlink():
         shutil.rmtree(staged)
         if verify_installed(target) != 0:
-            print(f"install: (LAUNCH-E050) {target} differs from its own SHA256SUMS (see above); an "
-                  "installed version is never overwritten — move that folder away, then install "
-                  "again", file=sys.stderr)
+            say_usage("install", usage("LAUNCH-E050", None, f"{target} differs from its own "
+                                       "SHA256SUMS (see above)"))
             return 1
         print(f"install: {version} is already installed in {target}; nothing was changed")
     else:

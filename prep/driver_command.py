@@ -17,12 +17,14 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import Optional
 
 from prep.bundle_layout import BUNDLE, BUNDLES_REL, LAUNCHER_NAME, SUMS, sha256, version_of
 from prep import site  # noqa: E402  (after prep.bundle_layout, which puts the bundle's twgrpo on the path)
 from twgrpo.formats import sums  # noqa: E402  (the one SHA256SUMS reader; prep.bundle_layout set the path)
 from twgrpo.run import runid  # noqa: E402
-from twgrpo.run.findings import UsageError
+from twgrpo.run.catalog import CATALOG
+from twgrpo.run.findings import UsageError, say_usage, usage
 from twgrpo.run.profile import load_profile
 
 DRIVER = """\
@@ -32,34 +34,54 @@ DRIVER = """\
 POSIXLY_CORRECT=y; \\unset -f exec exit echo cat [ test
 {exports}
 b=$STORAGE_ROOT/{bundle_parent} v={version}; launcher=$b/$v/{launcher}
-[ -d "$b" ] || {{ echo "driver: (LAUNCH-E045) $b is missing: the shared volume is not mounted at STORAGE_ROOT=$STORAGE_ROOT (or the bundle is not installed) — mount the volume there in the job form" >&2; exit 2; }}
-[ -f "$launcher" ] || {{ echo "driver: (LAUNCH-E046) bundle $v of this command is not in $b (the latest installed is $([ -f "$b/LATEST" ] && /usr/bin/env head -c 64 "$b/LATEST" 2>/dev/null || echo unknown)) — install it from the checkout that printed this command: make install-tools (or re-copy the Driver command for the installed one: make driver-command)" >&2; exit 2; }}
-[ -n "${{RUN_ID:-}}" ] || {{ echo "driver: (LAUNCH-E003) RUN_ID is not set — add RUN_ID=<a new name> to the job's environment variables" >&2; exit 2; }}
+[ -d "$b" ] || {no_bundle}
+[ -f "$launcher" ] || {no_version}
+[ -n "${{RUN_ID:-}}" ] || {no_run_id}
 case $(/usr/bin/env sha256sum "$launcher") in
   "{sha} "*) echo "driver: $launcher verified (bundle $v)"; \\exec /usr/bin/env bash --noprofile --norc -p "$launcher" ;;
-  *) echo "driver: (LAUNCH-E047) $launcher differs from this command's pin: the bundle there was changed or reinstalled after this command was copied — re-copy the Driver command (make driver-command)" >&2; exit 1 ;;
+  *) {changed} ;;
 esac"""
+# The Driver command's refusals, before any tool of the bundle can run: (id, what is wrong as
+# shell text, exit code). Their hints are the catalog's, written in when the command is printed.
+REFUSALS = {
+    "no_bundle": ("LAUNCH-E045", "$b is missing: the shared volume is not mounted at "
+                  "STORAGE_ROOT=$STORAGE_ROOT (or the bundle is not installed)", 2),
+    "no_version": ("LAUNCH-E046", 'bundle $v of this command is not in $b (the latest installed is '
+                   '$([ -f "$b/LATEST" ] && /usr/bin/env head -c 64 "$b/LATEST" 2>/dev/null '
+                   '|| echo unknown))', 2),
+    "no_run_id": ("LAUNCH-E003", "RUN_ID is not set", 2),
+    "changed": ("LAUNCH-E047", "$launcher differs from this command's pin: the bundle there was "
+                "changed or reinstalled after this command was copied", 1),
+}
 
 
-def stale_profile(launcher: Path, profile: str) -> str:
+def refusal(fid: str, message: str, code: int) -> str:
+    """One refusal as shell text: 'driver: (ID) message — the catalog's hint' on stderr, exit."""
+    hint = CATALOG[fid][1]
+    for char in '\\"$`':  # the hint is plain text inside the shell's double quotes
+        hint = hint.replace(char, "\\" + char)
+    return f'{{ echo "driver: ({fid}) {message} — {hint}" >&2; exit {code}; }}'
+
+
+def stale_profile(launcher: Path, profile: str) -> Optional[UsageError]:
     """A profile edited after `make checksums` is not the one the job reads: the volume holds
     the pinned bytes (make install-tools refuses the edited ones), so whatever is printed from
-    the edited file would describe another run. '' when the profile is the pinned one, or when
+    the edited file would describe another run. None when the profile is the pinned one, or when
     no SHA256SUMS lists it (a copied folder: make submit compares it with the installed one)."""
     if not profile:
-        return ""
+        return None
     folder = launcher.parent
     listing = SUMS if folder.resolve() == BUNDLE.resolve() else folder / "SHA256SUMS"
     name = f"profiles/{profile}.env"
     if not listing.is_file():
-        return ""
+        return None
     pinned = sums.read(listing).entries.get(name)
     actual = sha256(folder / name)
     if pinned is None or pinned == actual:
-        return ""
-    return (f"(PROF-E007) {name} changed after `make checksums` (sha256 {actual[:12]}… now, "
-            f"{pinned[:12]}… pinned): the job would read the pinned profile, not this one — run "
-            "make checksums and make install-tools, or undo the edit")
+        return None
+    return usage("PROF-E007", None, f"{name} changed after `make checksums` (sha256 "
+                 f"{actual[:12]}… now, {pinned[:12]}… pinned): the job would read the pinned "
+                 "profile, not this one")
 
 
 def cmd_driver_command(args: argparse.Namespace) -> int:
@@ -85,16 +107,16 @@ def cmd_driver_command(args: argparse.Namespace) -> int:
         try:  # a site profile: pinned below by its own sha256, never by the bundle's hash chain
             pinned = load_profile(args.profile)
         except UsageError as exc:
-            print(f"driver-command: {exc}", file=sys.stderr)
+            say_usage("driver-command", exc)
             return 2
     elif args.profile and not (profiles / f"{args.profile}.env").is_file():
         known = ", ".join(sorted(p.stem for p in profiles.glob("*.env")))
         print(f"driver-command: PROFILE={args.profile} is not a profile of the bundle; set PROFILE= "
               f"to one of: {known}, or name your site's folder: SITE=<folder>", file=sys.stderr)
         return 2
-    stale = "" if site_profile else stale_profile(launcher, args.profile)
+    stale = None if site_profile else stale_profile(launcher, args.profile)
     if stale:
-        print(f"driver-command: {stale}", file=sys.stderr)
+        say_usage("driver-command", stale)
         return 2
     if args.ignored_run_id:
         print(f"driver-command: RUN_ID={args.ignored_run_id} is left out: the Driver command is the "
@@ -111,5 +133,6 @@ def cmd_driver_command(args: argparse.Namespace) -> int:
     parent, version = (args.bundle_dir.rstrip("/").rsplit("/", 1) if args.bundle_dir
                        else (BUNDLES_REL, version_of(launcher)))
     print(DRIVER.format(exports="\n".join(exports), bundle_parent=parent, version=version,
-                        launcher=LAUNCHER_NAME, sha=sha256(launcher)))
+                        launcher=LAUNCHER_NAME, sha=sha256(launcher),
+                        **{key: refusal(*how) for key, how in REFUSALS.items()}))
     return 0

@@ -21,6 +21,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from prep import bundle  # noqa: E402  (the Driver command, the bundle's paths)
 from twgrpo.run import runid  # noqa: E402  (the launcher's own RUN_ID rule)
+from twgrpo.run.findings import UsageError, usage  # noqa: E402
 
 # The RuntimeEnv keys that name files on the submitting machine: `ray job submit` uploads them
 # from there (and fails when the volume is not mounted there); the pinned verl checkout reaches
@@ -45,8 +46,13 @@ NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 VALUE = re.compile(r"^[A-Za-z0-9._/:,@+=-]*\Z")  # nothing a shell or YAML would read (\Z: no final newline)
 
 
-class SpecError(Exception):
-    """One line: (SUB-Ennn) what went wrong — what to do."""
+class SpecError(UsageError):
+    """'(SUB-Ennn) what went wrong', with the catalog's hint (built by spec_error)."""
+
+
+def spec_error(fid: str, message: str) -> SpecError:
+    made = usage(fid, None, message)
+    return SpecError(str(made), made.fid, made.hint)
 
 
 def installed_rel(storage_root: str, bundle_dir: Optional[Path]) -> str:
@@ -70,8 +76,8 @@ def driver_command(storage_root: str, profile: str, launcher: Path, bundle_rel: 
                               "--launcher", str(launcher), *extra])
     if status:
         said = err.getvalue().strip()
-        own = re.match(r"driver-command: (\([A-Z]+-E\d{3}\) .*)", said, re.S)  # its own finding id
-        raise SpecError(own.group(1) if own else f"(SUB-E010) {said}")
+        own = re.match(r"driver-command: \(([A-Z]+-E\d{3})\) (.*)", said.split("\n")[0])
+        raise spec_error(own.group(1), own.group(2)) if own else spec_error("SUB-E010", said)
     return out.getvalue().rstrip("\n")
 
 
@@ -90,8 +96,8 @@ def bundle_runtime_env(storage_root: str, profile: str, bundle_dir: Path) -> Dic
     out = subprocess.run(args, capture_output=True, text=True)
     if out.returncode:
         last = (out.stderr.strip().splitlines() or ["no message"])[-1]
-        raise SpecError(f"(SUB-E010) the bundle cannot build the RuntimeEnv for PROFILE={profile!r}: "
-                        f"{last}")
+        raise spec_error("SUB-E010", f"the bundle cannot build the RuntimeEnv for "
+                         f"PROFILE={profile!r}: {last}")
     return json.loads(out.stdout)
 
 
@@ -103,17 +109,15 @@ def job_runtime_env(storage_root: str, profile: str, bundle_dir: Path,
     env_vars = dict(env.get("env_vars") or {})
     for name, value in variables.items():
         if name in SHELL_VARIABLES or name.startswith("BASH_FUNC_"):
-            raise SpecError(f"(SUB-E015) job variable {name!r} configures the shell that runs the "
-                            "Driver command, before its first line can check anything — leave it "
-                            "out of JOB_ENV (the launcher runs in a bash that reads none of them)")
+            raise spec_error("SUB-E015", f"job variable {name!r} configures the shell that runs "
+                             "the Driver command, before its first line can check anything")
         if not NAME.match(name) or name in COMMAND_VARIABLES or name in env_vars:
             why = ("the Driver command sets it" if name in COMMAND_VARIABLES else
                    "the bundle's RuntimeEnv pins it" if name in env_vars else "not a variable name")
-            raise SpecError(f"(SUB-E011) job variable {name!r} cannot be set: {why} — set "
-                            "PROFILE= and STORAGE_ROOT= as make knobs, other variables as NAME=value")
+            raise spec_error("SUB-E011", f"job variable {name!r} cannot be set: {why}")
         if not VALUE.match(value):
-            raise SpecError(f"(SUB-E011) {name}={value!r} holds characters outside "
-                            "[A-Za-z0-9._/:,@+=-] — use a plain value")
+            raise spec_error("SUB-E011", f"{name}={value!r} holds characters outside "
+                             "[A-Za-z0-9._/:,@+=-]")
     env_vars.update({name: value for name, value in variables.items() if value})
     env_vars.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(STOP_WAIT_S))
     env["env_vars"] = env_vars
@@ -123,11 +127,10 @@ def job_runtime_env(storage_root: str, profile: str, bundle_dir: Path,
 def check_run_id(run_id: str) -> str:
     """RUN_ID as the launcher will accept it (the submission id is the RUN_ID)."""
     if not run_id:
-        raise SpecError("(SUB-E012) no RUN_ID given — set RUN_ID=<a new name> (a new "
-                        "name for every run, clone or retry)")
+        raise spec_error("SUB-E012", "no RUN_ID given")
     if not runid.is_run_id(run_id):
-        raise SpecError(f"(SUB-E012) RUN_ID {run_id!r} must be at most 128 of [A-Za-z0-9._-], "
-                        "starting with a letter or digit — set RUN_ID=<a new name>")
+        raise spec_error("SUB-E012", f"RUN_ID {run_id!r} must be at most 128 of [A-Za-z0-9._-], "
+                         "starting with a letter or digit")
     return run_id
 
 

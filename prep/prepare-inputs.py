@@ -47,7 +47,7 @@ from prep.volume.data_input import prepare_data  # noqa: E402
 from prep.volume.model_input import prepare_model  # noqa: E402
 from prep.volume.prepared import PrepareError, say  # noqa: E402
 from prep.volume.verl_input import prepare_verl  # noqa: E402
-from twgrpo.run.findings import UsageError  # noqa: E402
+from twgrpo.run.findings import UsageError, say_usage  # noqa: E402
 from twgrpo.run.profile import PROFILE_DIR, Profile, load_profile  # noqa: E402
 from twgrpo.run.records import RecordError, write_text  # noqa: E402
 
@@ -61,7 +61,7 @@ def cmd_prepare(args: argparse.Namespace, profile: Profile) -> int:
         try:
             say(f"{name}: {step(profile, root, sources[name])}")
         except (PrepareError, layout.LayoutError) as exc:
-            print(f"prepare-inputs: {name}: {exc}", file=sys.stderr)
+            say_usage(f"prepare-inputs: {name}", exc)
             failures += 1
     if failures:
         return 1
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
     try:
         profile = load_profile(args.profile or None)
     except UsageError as exc:
-        print(f"prepare-inputs: {exc}", file=sys.stderr)
+        say_usage("prepare-inputs", exc)
         return 2
     if not args.prep_root.is_dir():
         print(f"prepare-inputs: PREP_ROOT {args.prep_root} is not a directory — mount the shared "

@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from prep import bundle_layout  # noqa: E402
 from twgrpo.formats import bounded  # noqa: E402
 from twgrpo.run import heartbeat, runrecord  # noqa: E402
+from twgrpo.run.findings import say_usage, usage  # noqa: E402
 
 RUNS_REL = "runs/verl/two-worker-grpo"
 MAX_RUNS = 100_000  # run folders read; past that the tool refuses rather than guess
@@ -49,8 +50,8 @@ def needed_by_runs(prep_root: Path) -> Dict[str, List[str]]:
     runs = prep_root / RUNS_REL
     folders = sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
     if len(folders) > MAX_RUNS:
-        raise SystemExit(f"prune: (GEN-E130) {len(folders)} run folders under {runs}: more than "
-                         f"{MAX_RUNS} to read — nothing was removed")
+        raise usage("GEN-E130", None, f"{len(folders)} run folders under {runs}: more than "
+                    f"{MAX_RUNS} to read")
     for folder in folders:
         # a folder the launcher never recorded ({}) names no version
         version = runrecord.read_or_empty(folder).get("bundle_version")
@@ -68,13 +69,12 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", default="")
     args = parser.parse_args(argv)
     if not args.keep.isdigit() or int(args.keep) < 1:
-        print(f"prune: (GEN-E130) KEEP={args.keep!r} is not a whole number of at least 1 — set "
-              "KEEP=<how many of the newest versions to keep>, e.g. make prune KEEP=3", file=sys.stderr)
+        say_usage("prune", usage("GEN-E130", None, f"KEEP={args.keep!r} is not a whole number of "
+                                 "at least 1"))
         return 2
     root = Path(args.prep_root)
     if not args.prep_root or not root.is_dir():
-        print(f"prune: (GEN-E130) PREP_ROOT {args.prep_root!r} is not a directory — set PREP_ROOT= to "
-              "this box's mount of the volume", file=sys.stderr)
+        say_usage("prune", usage("GEN-E130", None, f"PREP_ROOT {args.prep_root!r} is not a directory"))
         return 2
     parent = root / bundle_layout.BUNDLES_REL
     versions = installed(parent)
@@ -102,8 +102,8 @@ def main(argv=None) -> int:
             say(f"removed {folder.name}: older than the {args.keep} newest, and no run names it")
         except OSError as exc:
             failed += 1
-            print(f"prune: (GEN-E131) {folder}: cannot remove it ({exc.strerror or exc}) — check "
-                  "its permissions; what was renamed stays as .removing-<version>", file=sys.stderr)
+            say_usage("prune", usage("GEN-E131", None, f"{folder}: cannot remove it "
+                                     f"({exc.strerror or exc})"))
     say(f"{len(versions) - len(removed) - failed} version(s) kept, {len(removed)} removed")
     return 1 if failed else 0
 

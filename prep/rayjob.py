@@ -33,7 +33,7 @@ from prep import jobspec, overlay, podspec, site, yamltext  # noqa: E402
 from prep.submit import job_variables  # noqa: E402
 from prep.jobs_api import JobsError  # noqa: E402
 from twgrpo.formats import bounded  # noqa: E402
-from twgrpo.run.findings import UsageError  # noqa: E402
+from twgrpo.run.findings import UsageError, say_usage, usage  # noqa: E402
 from twgrpo.run.profile import DEFAULT_PROFILE  # noqa: E402
 
 VOLUME = "shared-volume"
@@ -146,8 +146,8 @@ def comment_lines(args, profile, head_gpus: int, retries: int, digest: bool):
                   "To continue a preempted run, print a new RayJob with a new RUN_ID and",
                   "RESUME_FROM=<the preempted RUN_ID>, and apply it."]
     if not digest:
-        lines.append("Warning (SUB-W002): the image is named by tag, which can move: pin it by "
-                     "digest (RAYJOB_IMAGE=<name>@sha256:<digest>).")
+        tagged = usage("SUB-W002", None, "the image is named by tag, which can move")
+        lines.append(f"Warning {tagged}: {tagged.hint}")
     return lines
 
 
@@ -196,16 +196,15 @@ def main(argv=None) -> int:
                             args.claim, args.storage_root, profile.PROFILE_NAME, retries,
                             settings, pieces)
     except overlay.OverlayError as exc:
-        print(f"rayjob: (SUB-E142) RAYJOB_OVERLAY={args.overlay}: {exc} — change the overlay so it "
-              "fits the generated pod template", file=sys.stderr)
+        say_usage("rayjob", usage("SUB-E142", None, f"RAYJOB_OVERLAY={args.overlay}: {exc}"))
         return 2
     except (JobsError, jobspec.SpecError, UsageError) as exc:
-        print(f"rayjob: {exc}", file=sys.stderr)
+        say_usage("rayjob", exc)
         return 2
     digest = bool(DIGEST.search(args.image))
     if not digest:
-        print(f"rayjob: (SUB-W002) RAYJOB_IMAGE={args.image} is a tag, which can move to another "
-              "image: pin it by digest, <name>@sha256:<digest>", file=sys.stderr)
+        say_usage("rayjob", usage("SUB-W002", None, f"RAYJOB_IMAGE={args.image} is a tag, which "
+                                  "can move to another image"))
     comments = comment_lines(args, profile, head_gpus, retries, digest)
     sys.stdout.write(yamltext.dump(document, comments))
     return 0

@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent))
 from prep import jobspec, site  # noqa: E402
 from prep.jobs_api import JobsError  # noqa: E402
 from prep.submit import job_variables  # noqa: E402
-from twgrpo.run.findings import UsageError  # noqa: E402
+from twgrpo.run.findings import UsageError, say_usage, usage  # noqa: E402
 from twgrpo.run.profile import DEFAULT_PROFILE  # noqa: E402
 
 BODY = HERE / "slurm-job.bash"
@@ -35,10 +35,6 @@ CONTAINERS = ("", "none", "pyxis", "apptainer")
 WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._,-]*\Z")  # partition, account
 TIME = re.compile(r"^([0-9]+-)?[0-9]+(:[0-9]{2}){0,2}\Z")  # Slurm's time forms: M, H:M:S, D-H...
 IMAGE = re.compile(r"^[A-Za-z0-9/][A-Za-z0-9._/:@#+-]*\Z")
-
-
-def usage(text: str) -> JobsError:
-    return JobsError("SLURM-E004", text)
 
 
 def sbatch_lines(args, nodes: int, gpus: int) -> list:
@@ -50,7 +46,7 @@ def sbatch_lines(args, nodes: int, gpus: int) -> list:
                                     ("--account", args.account, WORD, "an account name"),
                                     ("--time", args.time, TIME, "a time limit, e.g. 2-00:00:00")):
         if value and not form.match(value):
-            raise usage(f"SLURM_{flag[2:].upper()}={value!r} is not {what} — fix it or leave it empty")
+            raise usage("SLURM-E004", None, f"SLURM_{flag[2:].upper()}={value!r} is not {what}")
         if value:
             lines.append(f"{flag}={value}")
     return [f"#SBATCH {line}" for line in lines]
@@ -59,12 +55,12 @@ def sbatch_lines(args, nodes: int, gpus: int) -> list:
 def container(kind: str, image: str, storage_root: str):
     """(srun options, command prefix) for the container runtime, as bash array text."""
     if kind not in CONTAINERS:
-        raise usage(f"SLURM_CONTAINER={kind!r} is not one of pyxis, apptainer or none — set one")
+        raise usage("SLURM-E004", None, f"SLURM_CONTAINER={kind!r} is not one of pyxis, apptainer or none")
     if kind in ("", "none"):
         return "()", "()"
     if not IMAGE.match(image):
-        raise usage(f"SLURM_IMAGE={image!r} is not an image — set SLURM_IMAGE to the verl image "
-                    "(pyxis: a registry reference or .sqsh file; Apptainer: a .sif file)")
+        raise usage("SLURM-E004", None, f"SLURM_IMAGE={image!r} is not an image (pyxis: a registry "
+                    "reference or .sqsh file; Apptainer: a .sif file)")
     mount = f"{storage_root}:{storage_root}"
     if kind == "pyxis":
         return (f"(--container-image={shlex.quote(image)} --container-mounts={shlex.quote(mount)})",
@@ -118,16 +114,16 @@ def main(argv=None) -> int:
         spec = jobspec.job_spec(args.storage_root, args.profile, bundle_dir, variables)
         profile = site.profile_of(bundle_dir, args.profile, DEFAULT_PROFILE)
         if args.gpus not in ("", "0", str(profile.GPUS_PER_NODE)):
-            raise usage(f"SLURM_GPUS={args.gpus!r}: ask for the profile's {profile.GPUS_PER_NODE} "
-                        "GPUs per node (empty) or none (0) — set SLURM_GPUS= or 0")
+            raise usage("SLURM-E004", None, f"SLURM_GPUS={args.gpus!r}: ask for the profile's "
+                        f"{profile.GPUS_PER_NODE} GPUs per node (empty) or none (0)")
         if not args.join_timeout.isdigit() or not 1 <= int(args.join_timeout) <= 86400:
-            raise usage(f"SLURM_JOIN_TIMEOUT={args.join_timeout!r} is not 1..86400 seconds")
+            raise usage("SLURM-E004", None, f"SLURM_JOIN_TIMEOUT={args.join_timeout!r} is not 1..86400 seconds")
         if not args.ray_port.isdigit() or not 1024 <= int(args.ray_port) <= 65535:
-            raise usage(f"SLURM_RAY_PORT={args.ray_port!r} is not a port from 1024 to 65535")
+            raise usage("SLURM-E004", None, f"SLURM_RAY_PORT={args.ray_port!r} is not a port from 1024 to 65535")
         gpus = profile.GPUS_PER_NODE if args.gpus == "" else int(args.gpus)
         text = script(args, spec, profile, gpus)
     except (JobsError, jobspec.SpecError, UsageError) as exc:
-        print(f"sbatch: {exc}", file=sys.stderr)
+        say_usage("sbatch", exc)
         return 2
     sys.stdout.write(text)
     return 0

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from twgrpo.formats import hashing
-from twgrpo.run.findings import UsageError
+from twgrpo.run.findings import UsageError, usage, usage_lines
 from twgrpo.run.profile import PROFILE_DIR, Profile, load_profile, site_profile_path
 
 
@@ -85,9 +85,11 @@ def install(root: Path, site: Path, say=print) -> int:
         try:
             if os.path.lexists(target):
                 wrong = installed(root, profile)
-                say(f"install: {short} is already installed in {target}" if wrong is None
-                    else f"install: (PROF-E008) {target} {wrong}: move it away, then install "
-                    "again")
+                if wrong is None:
+                    say(f"install: {short} is already installed in {target}")
+                else:
+                    for line in usage_lines("install", usage("PROF-E008", None, f"{target} {wrong}")):
+                        say(line)
                 status |= wrong is not None
                 continue
             data = profile.path.read_bytes()
@@ -98,8 +100,9 @@ def install(root: Path, site: Path, say=print) -> int:
                 continue
             _write_read_only(target, data)
         except OSError as exc:
-            say(f"install: (GEN-E020) cannot install {short} at {target}: {exc.strerror or exc} — "
-                "make that folder writable, or move what is in the way")
+            for line in usage_lines("install", usage("GEN-E020", None, f"cannot install {short} "
+                                                     f"at {target}: {exc.strerror or exc}")):
+                say(line)
             status = 1
             continue
         say(f"install: {short} installed in {target}")

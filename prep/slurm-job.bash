@@ -74,15 +74,15 @@ stop_ray() {  # end every node's `ray start --block` step (srun passes TERM on),
 }
 
 main() {
-  [[ -n "${SLURM_JOB_ID:-}" ]] || die 2 "(SLURM-E003) not inside a Slurm job — submit this script: sbatch <file>"
+  [[ -n "${SLURM_JOB_ID:-}" ]] || die 2 "(SLURM-E003) not inside a Slurm job — Submit it with sbatch <file>; it needs the allocation's SLURM_JOB_ID and node list."
   mapfile -t NODE_LIST < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
   ((${#NODE_LIST[@]} == NODES)) ||
-    die 2 "(SLURM-E002) the allocation has ${#NODE_LIST[@]} node(s), the profile needs $NODES — submit with --nodes=$NODES (the script's #SBATCH line), or print it for this profile: make sbatch"
+    die 2 "(SLURM-E002) the allocation has ${#NODE_LIST[@]} node(s), the profile needs $NODES (sbatch --nodes=$NODES) — Submit the script as make sbatch printed it (its #SBATCH --nodes line is the profile's NODES), or print it again for this profile."
   local head=${NODE_LIST[0]} logs=$PWD/twgrpo-$SLURM_JOB_ID head_ip  # beside the job's output
   mkdir -p "$logs"
   trap stop_ray EXIT
   head_ip=$(on "$head" bash -c "$NODE_IP")
-  [[ -n "$head_ip" ]] || die 2 "(SLURM-E001) node(s) $head did not join the Ray cluster: it has no address (hostname --ip-address and hostname -I give none) — give the node a resolvable name"
+  [[ -n "$head_ip" ]] || die 2 "(SLURM-E001) node(s) $head did not join the Ray cluster: it has no address (hostname --ip-address and hostname -I give none: give the node a resolvable name) — The message names the nodes: read their Ray log (twgrpo-<job id>/ray-<node>.log beside the job's output); check that they reach the head's address and port, have ray in the image, and raise SLURM_JOIN_TIMEOUT for slow image pulls."
   say "run $RUN_ID: Ray head on $head ($head_ip:$RAY_PORT), ${#NODE_LIST[@]} node(s); Ray logs in $logs"
   on "$head" bash -c "$START_NODE" ray-node "$GPUS_PER_NODE" --head --port="$RAY_PORT" \
     --include-dashboard=false ${RAY_TEMP_DIR:+--temp-dir="$RAY_TEMP_DIR"} >"$logs/ray-$head.log" 2>&1 &
@@ -94,7 +94,7 @@ main() {
     STEPS+=($!)
   done
   if ! missing=$(on "$head" python3 -c "$WAIT_NODES" "$head_ip:$RAY_PORT" "$JOIN_TIMEOUT" "${NODE_LIST[@]}"); then
-    die 2 "(SLURM-E001) node(s) ${missing:-?} did not join the Ray cluster within $JOIN_TIMEOUT s — read $logs/ray-<node>.log; check that the nodes reach $head_ip:$RAY_PORT and have ray in the image"
+    die 2 "(SLURM-E001) node(s) ${missing:-?} did not join the Ray cluster within $JOIN_TIMEOUT s (their logs: $logs/ray-<node>.log; the head: $head_ip:$RAY_PORT) — The message names the nodes: read their Ray log (twgrpo-<job id>/ray-<node>.log beside the job's output); check that they reach the head's address and port, have ray in the image, and raise SLURM_JOIN_TIMEOUT for slow image pulls."
   fi
   say "all ${#NODE_LIST[@]} node(s) joined; running the Driver command"
   local status=0

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from prep import jobspec, outcome, precheck, progress, site  # noqa: E402
 from prep.jobs_api import TERMINAL, JobsClient, JobsError, TooLarge, parse_address  # noqa: E402
-from twgrpo.run.findings import UsageError  # noqa: E402
+from twgrpo.run.findings import UsageError, usage  # noqa: E402
 from twgrpo.run.profile import DEFAULT_PROFILE  # noqa: E402
 
 PROG = "submit"
@@ -41,6 +41,13 @@ def say(text: str) -> None:
         print(flush=True)
         OPEN_LINE[0] = False
     print(f"{PROG}: {text}", file=sys.stderr, flush=True)
+
+
+def say_error(exc: Exception) -> None:
+    """An error with a finding id, then its catalog hint when it carries one."""
+    say(str(exc))
+    if getattr(exc, "hint", ""):
+        print(f"    HINT: {exc.hint}", file=sys.stderr, flush=True)
 
 
 def run_folder(storage_root: str, run_id: str) -> str:
@@ -218,8 +225,7 @@ def cmd_stop(args: argparse.Namespace, client: JobsClient) -> int:
             say(f"{args.run_id}: {status}")
             return 0
         time.sleep(1)
-    say(f"(SUB-E014) {args.run_id} is still not stopped after {args.wait:.0f} s — see make logs "
-        f"RUN_ID={args.run_id} and the Ray dashboard")
+    say_error(usage("SUB-E014", None, f"{args.run_id} is still not stopped after {args.wait:.0f} s"))
     return 1
 
 
@@ -300,7 +306,7 @@ def main(argv=None) -> int:
             raise JobsError("SUB-E012", f"no RUN_ID given — make {args.command} RUN_ID=<the run>")
         return {"submit": cmd_submit, "stop": cmd_stop, "logs": cmd_logs}[args.command](args, client)
     except (JobsError, jobspec.SpecError, UsageError) as exc:
-        say(str(exc))
+        say_error(exc)
         return 2
 
 

@@ -16,6 +16,7 @@ from prep.volume.prepared import PrepareError, keep_if_verified, say
 from twgrpo.checks.inputs import missing_verl_fields
 from twgrpo.checks.reward import hash_script
 from twgrpo.formats import parquet
+from twgrpo.run.findings import usage
 from twgrpo.run.profile import Profile
 
 CONVERTER = "two-worker-grpo gsm8k-to-verl 1"
@@ -106,9 +107,9 @@ def convert_with_script(profile: Profile, root: Path, source: str, staging: Path
             shutil.rmtree(staging, ignore_errors=True)
             what = f"verl cannot read its rows: {', '.join(missing)} missing (has columns " \
                    f"{footer.columns})" if missing else "it has no rows"
-            raise PrepareError(f"(INP-E016) {split}.parquet from DATA_CONVERTER "
-                               f"{profile.DATA_CONVERTER}: {what}; nothing was published — write "
-                               "them in the converter (docs/your-cluster.md has an example)")
+            made = usage("INP-E016", None, f"{split}.parquet from DATA_CONVERTER "
+                         f"{profile.DATA_CONVERTER}: {what}; nothing was published")
+            raise PrepareError(str(made), made.fid, made.hint)
         counts[split] = footer.num_rows
         say(f"data: {split}: {footer.num_rows} rows written by {profile.DATA_CONVERTER}")
     return {"converter": f"{profile.DATA_CONVERTER} sha256 {digest}", "converter_sha256": digest,

@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import List
 
 from twgrpo.formats import sums
+from twgrpo.run.findings import UsageError
 
 
-class PrepareError(Exception):
+class PrepareError(UsageError):
     """A part could not be prepared; the message says what to do (exit 1)."""
 
 

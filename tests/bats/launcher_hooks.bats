@@ -144,7 +144,7 @@ print("BASH_ENV" in dropped, "BASH_FUNC_python3%%" in dropped, env["variables"][
   for shell in sh bash; do
     run env -u RUN_ID "$shell" -c "$command"
     assert_failure 2
-    assert_output "driver: (LAUNCH-E003) RUN_ID is not set — add RUN_ID=<a new name> to the job's environment variables"
+    assert_output "driver: (LAUNCH-E003) RUN_ID is not set — Add RUN_ID=<new name> to the job's environment variables."
   done
   run sh -c "$command"  # RUN_ID in the environment, sh: the launcher runs, in bash
   assert_failure 1
@@ -153,7 +153,7 @@ print("BASH_ENV" in dropped, "BASH_FUNC_python3%%" in dropped, env["variables"][
   mv "$STORAGE" "$STORAGE.elsewhere"  # the volume mounted at another path
   run sh -c "$command"
   assert_failure 2
-  assert_output "driver: (LAUNCH-E045) $STORAGE/tools/verl is missing: the shared volume is not mounted at STORAGE_ROOT=$STORAGE (or the bundle is not installed) — mount the volume there in the job form"
+  assert_output "driver: (LAUNCH-E045) $STORAGE/tools/verl is missing: the shared volume is not mounted at STORAGE_ROOT=$STORAGE (or the bundle is not installed) — The volume is not mounted at STORAGE_ROOT in the job (the message names the path it looked at): mount it there, or install the bundle (make install-tools)."
   refute_output --partial "sha256sum"
 }
 
@@ -194,5 +194,5 @@ print("BASH_ENV" in dropped, "BASH_FUNC_python3%%" in dropped, env["variables"][
   rm -rf "${STORAGE:?}/tools/verl/two-worker-grpo/$version_a"
   RUN_ID=run-c run bash -c "$command_a"
   assert_failure 2
-  assert_output "driver: (LAUNCH-E046) bundle $version_a of this command is not in $STORAGE/tools/verl/two-worker-grpo (the latest installed is $version_b) — install it from the checkout that printed this command: make install-tools (or re-copy the Driver command for the installed one: make driver-command)"
+  assert_output "driver: (LAUNCH-E046) bundle $version_a of this command is not in $STORAGE/tools/verl/two-worker-grpo (the latest installed is $version_b) — The command pins a bundle version this volume does not hold: install it (make install-tools from the checkout that printed the command), or re-copy the command for the installed version (make driver-command). make submit checks this before sending (SUB-E130)."
 }

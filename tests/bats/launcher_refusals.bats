@@ -149,7 +149,8 @@ json.dump({"run_id": sys.argv[2], "started_at": "2026-12-01T00:00:00Z",
   RAY_JOB_SUBMISSION_ID=exp-001 launch
   assert_failure 2
   assert_output --partial "(LAUNCH-E094) run folder $(run_dir exp-001) was not made by this job: its job identity is none, this launch's is ray-job exp-001"
-  assert_output --partial "set RESUME_FROM=exp-001 with the new RUN_ID"
+  assert_output --partial "to continue it, RESUME_FROM=exp-001"
+  assert_output --partial "HINT: A launch continues only attempts whose run.json records its own job identity"
   assert_not_exist "$(run_dir exp-001.2)"
   assert_equal "$(tree_state "$STORAGE")" "$BEFORE"
   plant_preempted exp-001 '{"kind": "slurm", "id": "77"}'

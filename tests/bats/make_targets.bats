@@ -152,7 +152,8 @@ setup() {
     run make -s -C "$REPO" install-tools PREP_ROOT="$BATS_TEST_TMPDIR/vol" FORCE=$force
     assert_failure
     assert_output --partial "(LAUNCH-E012) profiles/tutorial-2x2-a100.env: sha256 expected"
-    assert_output --partial "(LAUNCH-E050) $dest differs from its own SHA256SUMS (see above); an installed version is never overwritten"
+    assert_output --partial "(LAUNCH-E050) $dest differs from its own SHA256SUMS (see above)"
+  assert_output --partial "HINT: Installed versions are never overwritten"
     assert_equal "$(tree_state "$dest")" "$before"
   done
   run find "$BATS_TEST_TMPDIR/vol/tools/verl/two-worker-grpo" -maxdepth 1 -name '.installing-*'

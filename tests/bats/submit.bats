@@ -185,7 +185,8 @@ failed_field() {  # failed_field KEY: a value from the run's FAILED marker
 
 @test "make submit refuses a bad request before it reaches the cluster" {
   run submit RUN_ID=""
-  assert_line --index 0 "submit: (SUB-E012) no RUN_ID given — set RUN_ID=<a new name> (a new name for every run, clone or retry)"
+  assert_line --index 0 "submit: (SUB-E012) no RUN_ID given"
+  assert_line --index 1 --partial "    HINT: Set RUN_ID=<a new name>"
   run submit RUN_ID=-x
   assert_line --index 0 --partial "(SUB-E012) RUN_ID '-x' must be at most 128 of [A-Za-z0-9._-]"
   run submit PROFILE=no-such-profile

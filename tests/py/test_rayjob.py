@@ -11,9 +11,11 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
 import yaml
 
 from prep import bundle, jobspec, rayjob
+from twgrpo.run.catalog import CATALOG
 from twgrpo.run.profile import load_profile
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "data" / "kuberay-v1.4.2-rayjob-v1.schema.json"
@@ -148,6 +150,9 @@ def test_a_cpu_only_head_holds_no_gpu_and_every_node_is_a_worker(capsys, validat
     assert "and a CPU-only head (preflight records it, counts only the GPU nodes)" in out
 
 
+HINTED = ("SUB-E010", "SUB-E011", "SUB-E012")
+
+
 @pytest.mark.parametrize("args, fid, text", [
     (["--head-gpus", "3"], "SUB-E020", "RAYJOB_HEAD_GPUS='3': a head holds the profile's 2 GPUs (empty) or none (0)"),
     (["--image", "verl image"], "SUB-E021", "RAYJOB_IMAGE='verl image' is not an image reference"),
@@ -156,12 +161,15 @@ def test_a_cpu_only_head_holds_no_gpu_and_every_node_is_a_worker(capsys, validat
     (["--profile", "nope"], "SUB-E010", "PROFILE=nope is not a profile of the bundle"),
     (["--var", "NCCL_DEBUG=WARN"], "SUB-E011", "job variable 'NCCL_DEBUG' cannot be set"),
 ])
-def test_bad_knobs_are_one_line_with_an_id_and_print_no_manifest(capsys, args, fid, text):
+def test_bad_knobs_are_one_line_with_an_id_and_its_hint_and_print_no_manifest(capsys, args, fid, text):
     base = ["--run-id", "exp-001", "--image", "registry.example/verl:0.6", "--claim", "verl-volume"]
     assert rayjob.main([*base, *args]) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err.startswith(f"rayjob: ({fid}) ") and text in err and err.count("\n") == 1
+    first, *rest = err.splitlines()
+    assert first.startswith(f"rayjob: ({fid}) ") and text in first
+    # SUB-E02x (JobsError) still say their fix in the line; the rest add the catalog's HINT
+    assert rest in ([], [f"    HINT: {CATALOG[fid][1]}"]) and (rest != []) == (fid in HINTED)
 
 
 @pytest.mark.parametrize("run_id", ["exp-001", "Exp_2.b", "7-run", "a" * 128, "x." * 40 + "y"])

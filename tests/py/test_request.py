@@ -18,7 +18,7 @@ VERIFIER = REPO / "tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py"
 
 
 def ids(problems):
-    return [p.split(")")[0].lstrip("(") for p in problems]
+    return [str(p).split(")")[0].lstrip("(") for p in problems]
 
 
 def base(tmp_path, **extra):
@@ -33,7 +33,7 @@ def test_probe_timeout_must_be_seconds_above_zero(tmp_path, value):
         assert problems == []
     else:
         assert ids(problems) == ["LAUNCH-E040"], problems
-        assert "unset it for the default 120" in problems[0]
+        assert "(default 120 s)" in problems[0].hint
 
 
 @pytest.mark.parametrize("value,seconds", [("30", 30.0), ("0.5", 0.5), ("86400", 86400.0)])
@@ -146,6 +146,6 @@ def test_one_run_id_rule_everywhere_refuses_control_characters():
     from twgrpo.run import profile_keys
     for text in ("x\n", "x\t", "x\x1b[2J"):
         assert not profile_keys.NAME.match(text) and not runid.is_run_id(text)
-        assert "(LAUNCH-E004)" in " ".join(request.variable_problems({"STORAGE_ROOT": "/mnt", "RUN_ID": text}))
+        assert "(LAUNCH-E004)" in " ".join(map(str, request.variable_problems({"STORAGE_ROOT": "/mnt", "RUN_ID": text})))
         with pytest.raises(jobspec.SpecError, match=r"^\(SUB-E012\)"):
             jobspec.check_run_id(text)

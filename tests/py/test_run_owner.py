@@ -83,7 +83,7 @@ def _refusals(text):
     from prep import jobspec
     from twgrpo.checks import request
     out = {"runid": not runid.is_run_id(text)}
-    out["launch"] = any("RUN_ID" in p for p in request.variable_problems(
+    out["launch"] = any("RUN_ID" in str(p) for p in request.variable_problems(
         {"STORAGE_ROOT": "/mnt", "RUN_ID": text}))
     try:
         RunFolder.at("/mnt", text)
@@ -95,7 +95,7 @@ def _refusals(text):
         out["submit"] = False
     except jobspec.SpecError:
         out["submit"] = True
-    out["resume"] = any("RESUME_FROM" in p for p in request.variable_problems(
+    out["resume"] = any("RESUME_FROM" in str(p) for p in request.variable_problems(
         {"STORAGE_ROOT": "/mnt", "RUN_ID": "other", "RESUME_FROM": text})) if text else True
     return out
 

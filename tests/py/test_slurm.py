@@ -14,6 +14,7 @@ import pytest
 from dev import slurmcluster
 from dev.stubgpus import gpus_csv
 from prep import sbatch
+from twgrpo.run.catalog import CATALOG
 
 REPO = Path(__file__).resolve().parents[2]
 REASON = slurmcluster.missing_prerequisites()
@@ -58,10 +59,11 @@ def test_the_printed_script_passes_shellcheck_and_asks_for_the_profiles_nodes(ca
     (["--join-timeout", "0"], "SLURM_JOIN_TIMEOUT='0'"),
     (["--ray-port", "80"], "SLURM_RAY_PORT='80'"),
 ])
-def test_a_bad_setting_is_one_line_and_prints_no_script(capsys, args, words):
+def test_a_bad_setting_is_one_line_and_its_hint_and_prints_no_script(capsys, args, words):
     status, out, err = printed(capsys, "--profile", "tutorial-2x2-a100", *args)
     assert status == 2 and out == ""
-    assert err.startswith("sbatch: (SLURM-E004) ") and words in err and err.count("\n") == 1
+    assert err.startswith("sbatch: (SLURM-E004) ") and words in err and err.count("\n") == 2
+    assert err.endswith(f"\n    HINT: {CATALOG['SLURM-E004'][1]}\n")
 
 
 def test_the_script_outside_a_slurm_job_says_so_and_starts_nothing(capsys, tmp_path):

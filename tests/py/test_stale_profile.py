@@ -4,6 +4,7 @@ submit would otherwise print or send a run the job does not do (TEST_FREQ 10 pri
 import pytest
 
 from prep import bundle, jobspec, rayjob, sbatch
+from twgrpo.run.catalog import CATALOG
 
 ROOT = "/mnt/verl-reproduction"
 
@@ -37,7 +38,7 @@ def test_an_edited_profile_prints_no_driver_command(installed, capsys):
     out, err = capsys.readouterr()
     assert out == ""
     assert "(PROF-E007) profiles/smoke-1x1.env changed after `make checksums`" in err
-    assert "run make checksums and make install-tools, or undo the edit" in err
+    assert f"    HINT: {CATALOG['PROF-E007'][1]}" in err
 
 
 def test_a_submission_spec_from_an_edited_profile_names_the_profile_finding(installed):

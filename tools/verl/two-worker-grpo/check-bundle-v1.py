@@ -22,11 +22,28 @@ LINE = re.compile(r"^([0-9a-f]{64}) [ *](.+)$")
 PLAIN = re.compile(r"^[A-Za-z0-9._/+-]+$")
 # Beside a flat install (an older layout): the version folders install puts in the same folder,
 # their LATEST pointer and install's staging folders. Nothing of this bundle reads them.
+CHANGED, EXTRA = "LAUNCH-E012", "LAUNCH-E014"
 VERSIONS = re.compile(r"^(bundle-[0-9a-f]{12}|LATEST|\.installing-[A-Za-z0-9_]+)$")
+
+
+# The catalog's hints for the ids this checker prints, copied because it imports nothing of the
+# bundle; tests/py/test_launcher_ids.py keeps them equal to twgrpo/run/catalog.py.
+HINTS = {
+    "LAUNCH-E012": "Someone changed an installed file: reinstall (make install-tools FORCE=1); to "
+                   "change it on purpose, edit the repo and run make checksums.",
+    "LAUNCH-E014": "The bundle must be exactly SHA256SUMS (a dropped-in profile or module could "
+                   "replace pins or shadow code): move the listed paths out, or install into a new "
+                   "folder (make install-tools).",
+}
 
 
 def say(text):
     sys.stderr.write(f"{PROG}: {text}\n")
+
+
+def refuse(fid, text):
+    """The last line of a refusal: '(ID) text — the catalog's hint'."""
+    say(f"({fid}) {text} — {HINTS[fid]}")
 
 
 def shown(name):
@@ -119,18 +136,15 @@ def main(argv):
     entries, bad = listed_files(os.path.join(folder, "SHA256SUMS"))
     problems = file_problems(folder, entries, bad)
     for problem in problems:
-        say(f"(LAUNCH-E012) {problem}")
+        say(f"({CHANGED}) {problem}")
     if problems:
-        say(f"(LAUNCH-E012) {len(problems)} bundle file(s) differ from SHA256SUMS — reinstall "
-            "the bundle: make install-tools")
+        refuse(CHANGED, f"{len(problems)} bundle file(s) differ from SHA256SUMS")
         return 1
     found = intruders(folder, entries, launcher)
     for kind, name in found[:SHOWN]:
-        say(f"(LAUNCH-E014) {kind} not in SHA256SUMS: {shown(name)}")
+        say(f"({EXTRA}) {kind} not in SHA256SUMS: {shown(name)}")
     if found:
-        say(f"(LAUNCH-E014) {len(found)} path(s) in {folder} are not in SHA256SUMS (shown above) "
-            "— the bundle must be exactly SHA256SUMS: move them out, or reinstall into a new "
-            "folder (make install-tools)")
+        refuse(EXTRA, f"{len(found)} path(s) in {folder} are not in SHA256SUMS (shown above)")
         return 1
     return 0
 
@@ -139,6 +153,5 @@ if __name__ == "__main__":
     try:
         raise SystemExit(main(sys.argv))
     except OSError as exc:
-        say(f"(LAUNCH-E012) cannot read the bundle: {exc.filename}: {exc.strerror} — reinstall "
-            "the bundle: make install-tools")
+        refuse(CHANGED, f"cannot read the bundle: {exc.filename}: {exc.strerror}")
         raise SystemExit(1)

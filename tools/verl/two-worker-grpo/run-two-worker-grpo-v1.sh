@@ -46,7 +46,7 @@
 #   not at all; nothing is removed.
 POSIXLY_CORRECT=y  # see "shell hooks" below; an assignment, so no function can stand in for it
 case ${BASH_VERSION:-} in '')  # POSIX sh from here to "esac": `sh launcher` explains itself
-  echo "run-two-worker-grpo-v1: (LAUNCH-E048) run by sh, not bash — run it as: bash $0 (the Driver command does)" >&2
+  echo "run-two-worker-grpo-v1: (LAUNCH-E048) run by sh, not bash: bash $0 — Run it with bash (the Driver command does, from bash or sh)." >&2
   exit 2
 esac
 # The job environment's shell hooks never shape the launcher: it runs in a bash started with -p
@@ -82,8 +82,8 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=be899e3573135687fd0b5f6d3f10e2caaee618ebc6bbac2b30835f6b7453a035
-readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
+readonly BUNDLE_SUMS_SHA256=0d5c1e1c71b21415ff4e4c503e52e270045843de2518c4a963741869dc8e3e1e
+readonly BUNDLE_CHECK_SHA256=6b5db533fb7eef153faedcca675a3c1c65f96fd72783eac312c58e7a37704c18
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
 BUNDLE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
@@ -134,7 +134,7 @@ check_dependencies() {
   local cmd
   for cmd in python3 tee mkdir date ln sync; do
     command -v "$cmd" >/dev/null ||
-      die 2 "(LAUNCH-E001) '$cmd' is not on PATH — run in the verl image, which provides it"
+      die 2 "(LAUNCH-E001) '$cmd' is not on PATH — Run in the verl image: bash, python3 and coreutils (tee, mkdir, date, ln, sync) must be on PATH."
   done
 }
 
@@ -143,7 +143,7 @@ check_dependencies() {
 # every intruder, __pycache__ included), and only then the verifier.
 verify_bundle() {
   local sums="$BUNDLE_DIR/SHA256SUMS" hashes
-  [[ -f "$sums" ]] || die 1 "(LAUNCH-E010) $sums is missing — reinstall the bundle: make install-tools"
+  [[ -f "$sums" ]] || die 1 "(LAUNCH-E010) $sums is missing — Install the bundle: make install-tools STORAGE_ROOT=<prep box mount>."
   hashes=$(python3 -I -S -B -c 'import hashlib, sys
 for path in sys.argv[1:]:
     try:
@@ -151,9 +151,9 @@ for path in sys.argv[1:]:
     except OSError:
         print("missing")' "$sums" "$CHECKER")
   [[ "${hashes%%$'\n'*}" == "$BUNDLE_SUMS_SHA256" ]] ||
-    die 1 "(LAUNCH-E011) SHA256SUMS: sha256 expected $BUNDLE_SUMS_SHA256, actual ${hashes%%$'\n'*} — reinstall the bundle: make install-tools"
+    die 1 "(LAUNCH-E011) SHA256SUMS: sha256 expected $BUNDLE_SUMS_SHA256, actual ${hashes%%$'\n'*} — The installed bundle is not the one this launcher was pinned to: reinstall it (make install-tools FORCE=1)."
   [[ "${hashes##*$'\n'}" == "$BUNDLE_CHECK_SHA256" ]] ||
-    die 1 "(LAUNCH-E044) ${CHECKER##*/}: sha256 expected $BUNDLE_CHECK_SHA256, actual ${hashes##*$'\n'} — reinstall the bundle: make install-tools"
+    die 1 "(LAUNCH-E044) ${CHECKER##*/}: sha256 expected $BUNDLE_CHECK_SHA256, actual ${hashes##*$'\n'} — The installed bundle is not the one this launcher was pinned to: reinstall it (make install-tools) and re-copy the Driver command."
   python3 -I -S -B "$CHECKER" "$BUNDLE_DIR" "$LAUNCHER_NAME" || exit 1
 }
 
@@ -213,12 +213,12 @@ stop_heartbeat() {  # the beater writes state "ended" on USR1 (ours alone: it ig
 claim_run_folder() {
   local err
   err=$(mkdir -p -- "${RUN_DIR_PLANNED%/*}" 2>&1) ||
-    die 2 "(LAUNCH-E018) cannot create ${RUN_DIR_PLANNED%/*}: $(cause "$err") — check the volume's space and permissions"
+    die 2 "(LAUNCH-E018) cannot create ${RUN_DIR_PLANNED%/*}: $(cause "$err") — The message names the cause (no space left, name too long, permissions): fix it and start again with a new RUN_ID."
   # mkdir without -p fails if the folder exists, so two launchers cannot share one RUN_ID.
   if ! err=$(mkdir -- "$RUN_DIR_PLANNED" 2>&1); then
     [[ ! -e "$RUN_DIR_PLANNED" && ! -L "$RUN_DIR_PLANNED" ]] ||
-      die 2 "(LAUNCH-E008) run folder $RUN_DIR_PLANNED already exists — set a new RUN_ID; a run folder is never reused"
-    die 2 "(LAUNCH-E018) cannot create the run folder $RUN_DIR_PLANNED: $(cause "$err") — check the volume's space and permissions"
+      die 2 "(LAUNCH-E008) run folder $RUN_DIR_PLANNED already exists — Set a new RUN_ID for every run, clone or retry; a run folder is never reused."
+    die 2 "(LAUNCH-E018) cannot create the run folder $RUN_DIR_PLANNED: $(cause "$err") — The message names the cause (no space left, name too long, permissions): fix it and start again with a new RUN_ID."
   fi
   RUN_DIR=$RUN_DIR_PLANNED
   WORK=$(mktemp -d)
@@ -242,7 +242,7 @@ write_marker() {  # write_marker PATH TEXT
     return 0
   fi
   rm -f -- "$temporary" 2>/dev/null
-  printf '%s: (LAUNCH-E019) cannot write %s: %s — free space on the volume or mount it read-write; nothing half-written was left\n' \
+  printf '%s: (LAUNCH-E019) cannot write %s: %s — The disk is full or read-only (the message names the cause); nothing half-written is left. Free space and re-run with a new RUN_ID, or judge a finished run again with make postflight RUN_ID=...\n' \
     "$PROG" "$path" "$(cause "$err")" >&2
   return 1
 }
@@ -429,7 +429,7 @@ main() {
     -h | --help) usage; return 0 ;;
     --verify-bundle) check_dependencies; verify_bundle; echo "$PROG: bundle $BUNDLE_DIR verified"; return 0 ;;
     "") ;;
-    *) die 2 "(LAUNCH-E000) unknown argument '$1' — see --help" ;;
+    *) die 2 "(LAUNCH-E000) unknown argument '$1' — Run the launcher with no arguments (the job's environment carries its settings), or --help, or --verify-bundle." ;;
   esac
   check_dependencies
   verify_bundle
@@ -476,7 +476,7 @@ main() {
   run_phase postflight python3 -I -B "$VERIFY" postflight --profile "$PROFILE_NAME" --run-id "$RUN_ID" \
     --output-dir "$RUN_DIR" --fan-out
   [[ -s "$RUN_DIR/SUCCESS" ]] ||
-    die 1 "(LAUNCH-E013) postflight passed but wrote no SUCCESS — see $RUN_DIR/verification.json"
+    die 1 "(LAUNCH-E013) postflight passed but wrote no SUCCESS in $RUN_DIR — This is a bug; verification.json holds the verdict."
   printf '%s: SUCCESS %s (verification: %s/verification.json)\n' "$PROG" "$RUN_ID" "$RUN_DIR"
 }
 

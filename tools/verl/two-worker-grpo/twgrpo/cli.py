@@ -16,7 +16,7 @@ from . import launch
 from .report import compare, runs, summary
 from .run import failedchecks
 from .run.catalog import markdown_page, markdown_table
-from .run.findings import EXIT_FAILED, EXIT_USAGE, UsageError
+from .run.findings import EXIT_FAILED, EXIT_USAGE, UsageError, say_usage, usage
 from .run.profile import Profile, load_profile, with_overrides
 from .run.records import RecordError
 from .run import runrecord
@@ -223,17 +223,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         profile = None if args.phase in NO_PROFILE else profile_for(args)
         return HANDLERS[args.phase](args, profile)
     except UsageError as exc:
-        print(f"verify-two-worker-grpo-v1: {exc}", file=sys.stderr)
+        say_usage("verify-two-worker-grpo-v1", exc)
         return EXIT_USAGE
     except BrokenPipeError:  # `make report | head` closed the pipe: the reader has what it wants
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except RecordError as exc:  # a full or read-only disk: one line that names the cause
-        print(f"verify-two-worker-grpo-v1: {exc}", file=sys.stderr)
+        say_usage("verify-two-worker-grpo-v1", exc)
         return EXIT_FAILED
-    except OSError as exc:  # anything else the disk refuses: still one line, never a traceback
-        print(f"verify-two-worker-grpo-v1: (GEN-E003) {exc.filename or args.phase}: "
-              f"{exc.strerror or exc} — check the volume (space, permissions, mount)",
-              file=sys.stderr)
+    except OSError as exc:  # anything else the disk refuses: one line and its hint, no traceback
+        say_usage("verify-two-worker-grpo-v1", usage("GEN-E003", None, f"{exc.filename or args.phase}: "
+                                                     f"{exc.strerror or exc}"))
         return EXIT_FAILED

@@ -17,7 +17,7 @@ from .checks import request
 from .formats import bounded
 from .formats.hashing import sha256_file
 from .run import command, jobidentity, processes, runrecord
-from .run.findings import UsageError, utc_now
+from .run.findings import UsageError, usage, utc_now
 from .run.profile import BUNDLE_DIR, Profile, with_overrides
 from .run.runfolder import RunFolder, run_dir
 
@@ -116,8 +116,8 @@ def heartbeat(args: argparse.Namespace, profile: Profile) -> int:
     from .run import heartbeat as beat
     problem = beat.check_timing(args.interval, args.lease)
     if problem:
-        raise UsageError(f"(LAUNCH-E090) HEARTBEAT_INTERVAL={args.interval}, "
-                         f"HEARTBEAT_LEASE={args.lease}: {problem}")
+        raise usage("LAUNCH-E090", None, f"HEARTBEAT_INTERVAL={args.interval}, "
+                    f"HEARTBEAT_LEASE={args.lease}: {problem}")
     return beat.beat(run_dir(args.storage_root, args.run_id), args.run_id, args.launcher_pid,
                      args.interval, args.lease)
 

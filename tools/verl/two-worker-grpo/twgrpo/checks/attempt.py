@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from ..run import heartbeat, jobidentity, runid, runrecord
-from ..run.findings import UsageError
+from ..run.findings import UsageError, usage
 from ..run.humane import parse_time
 from ..run.preemption import stop_of
 from ..run.profile import requested_profile
@@ -69,10 +69,9 @@ def _refuse_foreign(folder: Path, identity: Optional[Dict[str, str]]) -> None:
     recorded = _run(folder).get("job_identity")
     if identity is not None and recorded == identity:
         return
-    raise UsageError(f"(LAUNCH-E094) run folder {folder} was not made by this job: its job "
-                     f"identity is {jobidentity.describe(recorded)}, this launch's is "
-                     f"{jobidentity.describe(identity)} — set a new RUN_ID; to continue that run "
-                     f"on purpose, set RESUME_FROM={folder.name} with the new RUN_ID")
+    raise usage("LAUNCH-E094", None, f"run folder {folder} was not made by this job: its job "
+                f"identity is {jobidentity.describe(recorded)}, this launch's is "
+                f"{jobidentity.describe(identity)}; to continue it, RESUME_FROM={folder.name}")
 
 
 def _refuse_retry(root: Path, names: List[str], profile_name: str, bundle: str,
@@ -81,18 +80,15 @@ def _refuse_retry(root: Path, names: List[str], profile_name: str, bundle: str,
     for name in names:
         folder = root / name
         if heartbeat.liveness(folder) == "alive":
-            raise UsageError(f"(LAUNCH-E091) run folder {folder} exists and its launcher is "
-                             f"alive ({heartbeat.describe(folder)}) — wait for it or stop that "
-                             "job; a live run is never retried")
+            raise usage("LAUNCH-E091", None, f"run folder {folder} exists and its launcher is "
+                        f"alive ({heartbeat.describe(folder)})")
         if not _same_job(_run(folder), profile_name, bundle):
-            raise UsageError(f"(LAUNCH-E008) run folder {folder} already exists and is not a run "
-                             f"of this job (profile {profile_name}, this bundle) — set a new "
-                             "RUN_ID; a run folder is never reused")
+            raise usage("LAUNCH-E008", None, f"run folder {folder} already exists and is not a "
+                        f"run of this job (profile {profile_name}, this bundle)")
         _refuse_foreign(folder, identity)
         if stop_of(folder, failed_fields(folder), success_text(folder) is not None) is None:
-            raise UsageError(f"(LAUNCH-E092) run folder {folder} exists and was not stopped: "
-                             f"{latest_verdict(folder).summary} — set a new RUN_ID; only a "
-                             "preempted or lost run is retried as a new attempt")
+            raise usage("LAUNCH-E092", None, f"run folder {folder} exists and was not stopped: "
+                        f"{latest_verdict(folder).summary}")
 
 
 def plan(storage_root: Path, run_id: str, resume_from: str, profile_name: str,
@@ -105,15 +101,15 @@ def plan(storage_root: Path, run_id: str, resume_from: str, profile_name: str,
     base = runid.base_of(run_id)
     if (root / run_id).exists() or (root / run_id).is_symlink():
         if (root / run_id).is_symlink() or not (root / run_id).is_dir():
-            raise UsageError(f"(LAUNCH-E008) run folder {root / run_id} already exists (not a "
-                             "folder, or a link) — set a new RUN_ID; a run folder is never reused")
+            raise usage("LAUNCH-E008", None, f"run folder {root / run_id} already exists (not a "
+                        "folder, or a link)")
         names = attempts(root, base)
         _refuse_retry(root, names, profile_name, bundle, identity)
         free = [name for name in runid.attempt_names(base)[1:]
                 if not (root / name).exists() and not (root / name).is_symlink()]
         if not free:
-            raise UsageError(f"(LAUNCH-E093) {base} and {base}.2 .. {base}.{runid.MAX_ATTEMPT} all exist "
-                             "— set a new RUN_ID")
+            raise usage("LAUNCH-E093", None, f"{base} and {base}.2 .. {base}.{runid.MAX_ATTEMPT} all "
+                        "exist")
         new_id = free[0]
         notes.append(f"run folder {run_id} exists and was stopped: this launch is the next "
                      f"attempt, {new_id}")
@@ -148,7 +144,7 @@ def plan(storage_root: Path, run_id: str, resume_from: str, profile_name: str,
 DEFAULT_INTERVAL, DEFAULT_LEASE = "30", "120"
 
 
-def heartbeat_problems(env: Mapping[str, str]) -> List[str]:
+def heartbeat_problems(env: Mapping[str, str]) -> List[UsageError]:
     interval = env.get("HEARTBEAT_INTERVAL") or DEFAULT_INTERVAL
     lease = env.get("HEARTBEAT_LEASE") or DEFAULT_LEASE
     problem = None
@@ -157,8 +153,8 @@ def heartbeat_problems(env: Mapping[str, str]) -> List[str]:
     else:
         problem = heartbeat.check_timing(int(interval), int(lease))
     return [] if problem is None else [
-        f"(LAUNCH-E090) HEARTBEAT_INTERVAL '{interval}' and HEARTBEAT_LEASE '{lease}': {problem} "
-        "— unset them for 30 and 120"]
+        usage("LAUNCH-E090", None, f"HEARTBEAT_INTERVAL '{interval}' and HEARTBEAT_LEASE "
+              f"'{lease}': {problem}")]
 
 
 def _bundle_sums() -> str:

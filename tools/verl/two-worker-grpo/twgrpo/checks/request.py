@@ -13,13 +13,12 @@ import math
 import os
 import re
 import shlex
-import sys
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from . import attempt
-from ..run.findings import UsageError
 from ..run import runid
+from ..run.findings import UsageError, say_usage, usage
 from ..run.profile import Profile, requested_profile
 from ..run.profile_keys import NAME, SHA256
 from ..run.runfolder import run_dir
@@ -39,89 +38,81 @@ DEFAULT_STALL_STEP_FLOOR = "900"
 
 
 class RequestError(Exception):
-    """One or more problems, each '(ID) what went wrong — what to do'."""
+    """One or more problems, each a UsageError from usage(): '(ID) what went wrong' and the
+    catalog's hint."""
 
-    def __init__(self, problems: List[str]):
-        super().__init__("\n".join(problems))
+    def __init__(self, problems: List[UsageError]):
+        super().__init__("\n".join(map(str, problems)))
         self.problems = problems
 
 
-def variable_problems(env: Mapping[str, str]) -> List[str]:
+def variable_problems(env: Mapping[str, str]) -> List[UsageError]:
     """The job variables' own form: nothing on disk is looked at yet."""
     problems = []
     root = env.get("STORAGE_ROOT", "")
     run_id = env.get("RUN_ID", "")
     if not root:
-        problems.append("(LAUNCH-E002) STORAGE_ROOT is not set — export STORAGE_ROOT=<the shared "
-                        "volume's mount path in the job>")
+        problems.append(usage("LAUNCH-E002", None, "STORAGE_ROOT is not set"))
     elif not root.startswith("/"):
-        problems.append(f"(LAUNCH-E042) STORAGE_ROOT {root!r} is not an absolute path — set it to "
-                        "the volume's mount path, starting with '/' (make driver-command prints it)")
+        problems.append(usage("LAUNCH-E042", None, f"STORAGE_ROOT {root!r} is not an absolute path"))
     elif not ROOT_FORM.match(root):
-        problems.append(f"(LAUNCH-E043) STORAGE_ROOT {root!r} holds characters outside letters, "
-                        "digits, '/', '.', '_' and '-' — mount the volume at a plain path and set "
-                        "STORAGE_ROOT to it")
+        problems.append(usage("LAUNCH-E043", None, f"STORAGE_ROOT {root!r} holds characters outside "
+                              "letters, digits, '/', '.', '_' and '-'"))
     if not run_id:
-        problems.append("(LAUNCH-E003) RUN_ID is not set — add a new RUN_ID to the job's "
-                        "environment variables")
+        problems.append(usage("LAUNCH-E003", None, "RUN_ID is not set"))
     elif len(run_id) > runid.MOST:
-        problems.append(f"(LAUNCH-E015) RUN_ID is {len(run_id)} characters long; at most "
-                        f"{runid.MOST} are allowed — set a shorter RUN_ID")
+        problems.append(usage("LAUNCH-E015", None, f"RUN_ID is {len(run_id)} characters long; at "
+                              f"most {runid.MOST} are allowed"))
     elif not runid.FORM.match(run_id):
-        problems.append(f"(LAUNCH-E004) RUN_ID '{run_id}' must match [A-Za-z0-9][A-Za-z0-9._-]* — use "
-                        "letters, digits, '.', '_' and '-'")
+        problems.append(usage("LAUNCH-E004", None, f"RUN_ID '{run_id}' must match "
+                              "[A-Za-z0-9][A-Za-z0-9._-]*"))
     save_freq = env.get("SAVE_FREQ", "")
     if save_freq and not WHOLE.match(save_freq):
-        problems.append(f"(LAUNCH-E030) SAVE_FREQ '{save_freq}' must be a positive whole number — "
-                        "set SAVE_FREQ=<steps between checkpoints>, or leave it unset")
+        problems.append(usage("LAUNCH-E030", None, f"SAVE_FREQ '{save_freq}' must be a positive "
+                              "whole number"))
     resume_from = env.get("RESUME_FROM", "")
     if resume_from and resume_from != "auto" and (not runid.is_run_id(resume_from)
                         or resume_from == run_id):
-        problems.append(f"(LAUNCH-E031) RESUME_FROM '{resume_from}' must be the RUN_ID of another, "
-                        "preempted run — set it to that run's RUN_ID")
+        problems.append(usage("LAUNCH-E031", None, f"RESUME_FROM '{resume_from}' must be the RUN_ID "
+                              "of another, preempted run"))
     profile = env.get("PROFILE", "")
     if profile and (not NAME.match(profile) or profile.endswith(".env")):
-        problems.append(f"(LAUNCH-E009) PROFILE '{profile}' must name a profile in the bundle "
-                        "(profiles/<name>.env, hash-checked) or a site profile, not a path")
+        problems.append(usage("LAUNCH-E009", None, f"PROFILE '{profile}' must name a profile in the "
+                              "bundle (profiles/<name>.env, hash-checked) or a site profile, not a path"))
     digest = env.get("PROFILE_SHA256", "")
     if digest and (not SHA256.match(digest) or not profile):
-        problems.append(f"(LAUNCH-E096) PROFILE_SHA256 '{digest[:80]}' must be the sha256 of the "
-                        "site profile PROFILE names, as the Driver command sets both — re-copy it: "
-                        "make driver-command SITE=<folder> PROFILE=<name>")
+        problems.append(usage("LAUNCH-E096", None, f"PROFILE_SHA256 '{digest[:80]}' must be the sha256 "
+                              "of the site profile PROFILE names, as the Driver command sets both"))
     grace = env.get("KILL_GRACE") or DEFAULT_KILL_GRACE
     if not re.match(r"^[1-9][0-9]{0,3}$", grace):
-        problems.append(f"(LAUNCH-E016) KILL_GRACE '{grace}' must be a whole number of seconds "
-                        "from 1 to 9999 — unset it for the default 10")
+        problems.append(usage("LAUNCH-E016", None, f"KILL_GRACE '{grace}' must be a whole number of "
+                              "seconds from 1 to 9999"))
     if probe_timeout(env.get("PROBE_TIMEOUT") or DEFAULT_PROBE_TIMEOUT) is None:
-        problems.append(f"(LAUNCH-E040) PROBE_TIMEOUT '{env.get('PROBE_TIMEOUT')}' must be a number "
-                        f"of seconds above 0 and at most {MAX_PROBE_TIMEOUT:.0f} — unset it for "
-                        f"the default {DEFAULT_PROBE_TIMEOUT}")
+        problems.append(usage("LAUNCH-E040", None, f"PROBE_TIMEOUT '{env.get('PROBE_TIMEOUT')}' must "
+                              f"be a number of seconds above 0 and at most {MAX_PROBE_TIMEOUT:.0f}"))
     if probe_timeout(env.get("COLLECTIVE_TIMEOUT") or DEFAULT_COLLECTIVE_TIMEOUT) is None:
-        problems.append(f"(LAUNCH-E051) COLLECTIVE_TIMEOUT '{env.get('COLLECTIVE_TIMEOUT')}' must be "
-                        f"a number of seconds above 0 and at most {MAX_PROBE_TIMEOUT:.0f} — unset it "
-                        f"for the default {DEFAULT_COLLECTIVE_TIMEOUT}")
+        problems.append(usage("LAUNCH-E051", None, f"COLLECTIVE_TIMEOUT "
+                              f"'{env.get('COLLECTIVE_TIMEOUT')}' must be a number of seconds above "
+                              f"0 and at most {MAX_PROBE_TIMEOUT:.0f}"))
     if env.get("COLLECTIVE_PROBE", "") not in ("", "nccl", "gloo", "off"):
-        problems.append(f"(LAUNCH-E053) COLLECTIVE_PROBE '{env['COLLECTIVE_PROBE']}' must be nccl (the "
-                        "default: NCCL on the GPU nodes, then Gloo), gloo (Gloo alone, no GPU) or off "
-                        "— unset it for the default")
+        problems.append(usage("LAUNCH-E053", None, f"COLLECTIVE_PROBE '{env['COLLECTIVE_PROBE']}' must "
+                              "be nccl, gloo or off"))
     first = env.get("STALL_FIRST_STEP") or DEFAULT_STALL_FIRST_STEP
     if first != "off" and probe_timeout(first) is None:
-        problems.append(f"(LAUNCH-E052) STALL_FIRST_STEP '{first}' must be a number of seconds above "
-                        f"0 and at most {MAX_PROBE_TIMEOUT:.0f}, or off (no training watchdog) — "
-                        f"unset it for the default {DEFAULT_STALL_FIRST_STEP}")
+        problems.append(usage("LAUNCH-E052", None, f"STALL_FIRST_STEP '{first}' must be a number of "
+                              f"seconds above 0 and at most {MAX_PROBE_TIMEOUT:.0f}, or off (no "
+                              "training watchdog)"))
     floor = env.get("STALL_STEP_FLOOR") or DEFAULT_STALL_STEP_FLOOR
     if probe_timeout(floor) is None:
-        problems.append(f"(LAUNCH-E052) STALL_STEP_FLOOR '{floor}' must be a number of seconds above "
-                        f"0 and at most {MAX_PROBE_TIMEOUT:.0f} — unset it for the default "
-                        f"{DEFAULT_STALL_STEP_FLOOR}")
+        problems.append(usage("LAUNCH-E052", None, f"STALL_STEP_FLOOR '{floor}' must be a number of "
+                              f"seconds above 0 and at most {MAX_PROBE_TIMEOUT:.0f}"))
     if env.get("TRACE", "") not in ("", "0", "1"):
-        problems.append(f"(LAUNCH-E049) TRACE '{env['TRACE']}' must be 1 (trace every command) or 0 "
-                        "— set TRACE=1, or leave it unset")
+        problems.append(usage("LAUNCH-E049", None, f"TRACE '{env['TRACE']}' must be 1 (trace every "
+                              "command) or 0"))
     if "TMPDIR" in env:
         tmp = env["TMPDIR"]
         if not (tmp.startswith("/") and os.path.isdir(tmp) and os.access(tmp, os.W_OK | os.X_OK)):
-            problems.append(f"(LAUNCH-E041) TMPDIR {tmp!r} is not a writable folder — unset TMPDIR "
-                            "or set it to an existing, writable absolute path")
+            problems.append(usage("LAUNCH-E041", None, f"TMPDIR {tmp!r} is not a writable folder"))
     return problems
 
 
@@ -137,33 +128,28 @@ def volume_problems(env: Mapping[str, str]) -> Tuple[Profile, Path]:
     """The volume, the profile, the input folders and the run folder to be, in that order."""
     root = env["STORAGE_ROOT"]
     if not os.path.isdir(root):
-        raise RequestError([f"(LAUNCH-E005) STORAGE_ROOT {root} is not a directory — mount the "
-                            "shared volume there"])
+        raise RequestError([usage("LAUNCH-E005", None, f"STORAGE_ROOT {root} is not a directory")])
     if not os.access(root, os.W_OK | os.X_OK):
-        raise RequestError([f"(LAUNCH-E006) STORAGE_ROOT {root} is not writable — mount the "
-                            "volume read-write"])
+        raise RequestError([usage("LAUNCH-E006", None, f"STORAGE_ROOT {root} is not writable")])
     try:
         profile = requested_profile(root, env.get("PROFILE", ""), env.get("PROFILE_SHA256", ""))
     except UsageError as exc:
-        if str(exc).startswith("(LAUNCH-E095)"):
-            raise RequestError([str(exc)])
-        raise RequestError([f"{exc}", f"(LAUNCH-E009) profile '{env.get('PROFILE') or 'default'}' "
-                            "cannot be used (see above) — pick one in the bundle's profiles/, or "
-                            "a site profile through its Driver command"])
+        if exc.fid == "LAUNCH-E095":
+            raise RequestError([exc])
+        raise RequestError([exc, usage("LAUNCH-E009", None, f"profile "
+                                       f"'{env.get('PROFILE') or 'default'}' cannot be used (see above)")])
     for folder in (profile.verl_root(root), profile.model_root(root), profile.data_root(root)):
         if not folder.is_dir():
-            raise RequestError([f"(LAUNCH-E007) input folder {folder} is missing — prepare and "
-                                "check inputs on the prep box: make prepare-inputs verify-inputs"])
+            raise RequestError([usage("LAUNCH-E007", None, f"input folder {folder} is missing")])
     planned = run_dir(root, env["RUN_ID"])
     if os.path.lexists(planned):
-        raise RequestError([f"(LAUNCH-E008) run folder {planned} already exists — set a new "
-                            "RUN_ID; a run folder is never reused"])
+        raise RequestError([usage("LAUNCH-E008", None, f"run folder {planned} already exists")])
     deepest = planned.parent
     while not os.path.lexists(deepest):
         deepest = deepest.parent
     if os.path.isdir(deepest) and not os.access(deepest, os.W_OK | os.X_OK):  # a file: E018
-        raise RequestError([f"(LAUNCH-E017) {deepest} is not writable, so the run folder cannot be "
-                            "created — mount the volume read-write (runs/ included)"])
+        raise RequestError([usage("LAUNCH-E017", None, f"{deepest} is not writable, so the run "
+                                  "folder cannot be created")])
     return profile, planned
 
 
@@ -191,7 +177,7 @@ def _attempt(env: Mapping[str, str]) -> Tuple[Mapping[str, str], Dict[str, str]]
     try:
         return attempt.request_env(env)
     except UsageError as exc:
-        raise RequestError([str(exc)])
+        raise RequestError([exc])
 
 
 def main(env: Mapping[str, str]) -> int:
@@ -199,7 +185,7 @@ def main(env: Mapping[str, str]) -> int:
         settings = check(env)
     except RequestError as exc:
         for problem in exc.problems:
-            print(f"{PROG}: {problem}", file=sys.stderr)
+            say_usage(PROG, problem)
         return 2
     for key, value in settings.items():
         print(f"{key}={shlex.quote(value)}")

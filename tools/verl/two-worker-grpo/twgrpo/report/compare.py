@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..run.findings import EXIT_FAILED, EXIT_PASSED, Finding, UsageError, finding, utc_now
+from ..run.findings import EXIT_FAILED, EXIT_PASSED, Finding, UsageError, finding, usage, utc_now
 from ..run.humane import printable
 from ..run.records import RecordError, write_text
 from ..run import runid, runrecord
@@ -28,11 +28,6 @@ from . import compare_facts, compare_metrics, compare_rollouts, runview
 
 COMPARE_FOLDER = "two-worker-grpo-compare"  # beside runs/verl/two-worker-grpo/, never in it
 MAX_AGAINST = 8
-
-
-def usage(fid: str, obj: str, message: str) -> UsageError:
-    found = finding(fid, obj, message)
-    return UsageError(f"{found.obj}: ({found.id}) {found.message} — {found.hint}")
 
 
 def load_view(storage_root: Path, run_id: str) -> runview.RunView:

@@ -26,6 +26,7 @@ from ..run.runverdict import latest_verdict
 TAIL = 256 << 10  # of driver.log searched for the last phases' lines (bytes.find, not parsed)
 WIDTHS = {"run_id": 128, "start": 23, "duration": 14, "profile": 40, "verdict": 48, "lineage": 96}
 BUNDLE = ("bundle_version", "bundle_sums_sha256")  # bundle-<12 hex>; before it was recorded: the sums
+BAD_BEAT = "RES-W051"  # the verdict column's note on a heartbeat.json that is no heartbeat
 HEADER = {"run_id": "RUN_ID", "start": "STARTED", "duration": "TOOK", "profile": "PROFILE",
           "verdict": "VERDICT", "lineage": "LINEAGE"}
 
@@ -79,7 +80,7 @@ def run_row(folder: Path) -> Dict[str, str]:
             "profile": run["profile.name"] if run["profile.name"] is not None else "?",
             "verdict": verdict.status + _resumable(verdict) + (" (conflict)" if verdict.conflicts else "")
             + "".join(f" ({f.id})" for f in verdict.findings)
-            + (" (RES-W051 heartbeat.json is no heartbeat)" if heartbeat.problem(folder) else ""),
+            + (f" ({BAD_BEAT} heartbeat.json is no heartbeat)" if heartbeat.problem(folder) else ""),
             "lineage": f"<- {parent[0]}@{parent[1]}" if parent else "",
             "seconds": "" if took is None else f"{took:.0f}",  # runs_json.py: not in the table
             "bundle": run["bundle_version"] or (run["bundle_sums_sha256"] or "")[:12]}

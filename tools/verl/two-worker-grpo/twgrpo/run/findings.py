@@ -15,7 +15,12 @@ EXIT_USAGE = 2
 
 
 class UsageError(Exception):
-    """Bad command line or missing input: nothing can be checked (exit 2)."""
+    """Bad command line or missing input: nothing can be checked (exit 2). One with a finding id
+    comes from usage(): str() is '(ID) message' and hint is the catalog's fix for that id."""
+
+    def __init__(self, message: str, fid: str = "", hint: str = ""):
+        super().__init__(message)
+        self.fid, self.hint = fid, hint
 
 
 class Skip(Exception):
@@ -44,6 +49,24 @@ def finding(fid: str, obj: str, message: str, **evidence: Any) -> Finding:
     if fid not in CATALOG:
         raise KeyError(f"finding id {fid} is not in the catalog")
     return Finding(fid, obj, message, CATALOG[fid][1], evidence)
+
+
+def usage(fid: str, obj: Optional[str], message: str) -> UsageError:
+    """The one way to refuse with a finding id before there is a finding list to put it in:
+    printed as '[obj: ](ID) message', then the catalog's HINT line (say_usage)."""
+    found = finding(fid, obj or "", message)
+    where = f"{obj}: " if obj else ""
+    return UsageError(f"{where}({fid}) {message}", fid, found.hint)
+
+
+def usage_lines(prog: str, exc: BaseException) -> List[str]:
+    """A UsageError (or any error with a hint) as it is printed: 'prog: text', then its HINT."""
+    hint = getattr(exc, "hint", "")
+    return [f"{prog}: {exc}"] + ([f"    HINT: {hint}"] if hint else [])
+
+
+def say_usage(prog: str, exc: BaseException, out: Optional[TextIO] = None) -> None:
+    print("\n".join(usage_lines(prog, exc)), file=out or sys.stderr, flush=True)
 
 
 def mismatch(fid: str, obj: str, what: str, expected: Any, actual: Any, **evidence: Any) -> Finding:

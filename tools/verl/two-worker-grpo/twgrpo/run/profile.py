@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from ..formats import bounded
-from .findings import Finding, UsageError, finding
+from .findings import Finding, UsageError, finding, usage
 from .profile_keys import (CHOICES, DEFAULTS, FIELDS, INTS, LINE, LOWER, NAME, NUMBER,
                            OPTIONAL_EMPTY, PINS, SHA256)
 
@@ -206,10 +206,8 @@ def requested_profile(root: str, name: str, digest: str) -> Profile:
         return load_profile(name or None)
     path = site_profile_path(Path(root), name, digest)
     if not path.is_file():
-        raise UsageError(f"(LAUNCH-E095) site profile {name} with sha256 {digest[:12]}… is not "
-                         f"installed in {path.parent} — install it from the prep box: make "
-                         "install-tools SITE=<folder> PREP_ROOT=<volume> (or, if the profile was "
-                         "edited since, re-copy the Driver command: make driver-command SITE=...)")
+        raise usage("LAUNCH-E095", None, f"site profile {name} with sha256 {digest[:12]}… is not "
+                    f"installed in {path.parent}")
     return load_profile(str(path))
 
 

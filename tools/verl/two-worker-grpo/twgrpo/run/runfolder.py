@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from typing import Any, Dict, Optional, Union
 
 from . import runid
-from .findings import UsageError
+from .findings import UsageError, usage
 from .records import RecordError, write_json
 
 RUNS = ("runs", "verl", "two-worker-grpo")  # under the storage root
@@ -110,9 +110,8 @@ def files(run_dir: Union[str, Path, RunFolder]) -> RunFolder:
 def refuse_symlinked(run_dir: Path) -> Path:
     """The run folder itself, refused when it is a symlink (it could point at another run)."""
     if Path(run_dir).is_symlink():
-        raise UsageError(f"(POST-E040) run folder {run_dir} is a symlink (to "
-                         f"{os.readlink(str(run_dir))}); nothing is written through it — "
-                         "name the run's own folder")
+        raise usage("POST-E040", None, f"run folder {run_dir} is a symlink (to "
+                    f"{os.readlink(str(run_dir))}); nothing is written through it")
     return Path(run_dir)
 
 
