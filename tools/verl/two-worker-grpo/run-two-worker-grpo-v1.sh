@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=b3ed8556c118815b2b8b303c23f2c1528a1d7c88ae3b6787536f1d9ac8e81792
+readonly BUNDLE_SUMS_SHA256=45fcf9c22b147d09eb291068dce2890edd690915afdf8c9c94e6600853440f25
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
