@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
 
 from prep import site  # noqa: E402
-from prep.volume import gsm8k, layout, pin, verltree  # noqa: E402
+from prep.volume import gsm8k, layout, parquetwrite, pin, verltree  # noqa: E402
 from twgrpo.checks.inputs import missing_verl_fields  # noqa: E402
 from twgrpo.checks.reward import hash_script  # noqa: E402
 from twgrpo.formats import parquet, sums  # noqa: E402
@@ -302,7 +302,7 @@ def prepare_data(profile: Profile, root: Path, source: str) -> str:
             table = [gsm8k.to_verl_row(q, a, split, i) for i, (q, a) in enumerate(read_split(origin, split))]
         except gsm8k.ConversionError as exc:
             raise PrepareError(f"{split}: {exc}") from None
-        parquet.write_table(staging / f"{split}.parquet", parquet.VERL_GSM8K_FIELDS, table)
+        parquetwrite.write_table(staging / f"{split}.parquet", parquetwrite.VERL_GSM8K_FIELDS, table)
         counts[split] = len(table)
         say(f"data: {split}: {len(table)} rows converted")
     shutil.rmtree(staging / ".download", ignore_errors=True)

@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=45fcf9c22b147d09eb291068dce2890edd690915afdf8c9c94e6600853440f25
+readonly BUNDLE_SUMS_SHA256=32a732ebf0eaa99fdda5863015efd31a1460c90a96c2dcdf3d0f01322cdb6145
 readonly BUNDLE_CHECK_SHA256=011a4cfe2a7b9f9937a732ce0592d5ce5c1efe37cb63f631a6c5ea0ae226a7ae
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
