@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tools" / "verl" / "two-worker-grpo")]
 
 from dev.synth import model, wordproblems  # noqa: E402
-from prep.volume import gsm8k, layout, verltree  # noqa: E402
-from twgrpo.formats import hashing, parquet  # noqa: E402
+from prep.volume import gsm8k, layout, parquetwrite, verltree  # noqa: E402
+from twgrpo.formats import hashing  # noqa: E402
 from twgrpo.run.findings import UsageError  # noqa: E402
 from twgrpo.run.profile import load_profile  # noqa: E402
 
@@ -73,7 +73,7 @@ def build_data(profile, root: Path, splits) -> None:
     rows = {}
     for split, problems in splits.items():
         table = [gsm8k.to_verl_row(q, a, split, i) for i, (q, a) in enumerate(problems)]
-        parquet.write_table(staging / f"{split}.parquet", parquet.VERL_GSM8K_FIELDS, table)
+        parquetwrite.write_table(staging / f"{split}.parquet", parquetwrite.VERL_GSM8K_FIELDS, table)
         rows[split] = len(table)
     manifest = {"source": "synthetic", "dataset_id": profile.DATASET_ID,
                 "revision": profile.DATASET_REVISION, "variant": profile.DATASET_VARIANT,

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from prep.volume import gsm8k, layout
+from prep.volume import gsm8k, layout, parquetwrite
 from prep.volume.prepared import PrepareError, keep_if_verified, say
 from twgrpo.checks.inputs import missing_verl_fields
 from twgrpo.checks.reward import hash_script
@@ -144,7 +144,7 @@ def prepare_data(profile: Profile, root: Path, source: str) -> str:
             table = [gsm8k.to_verl_row(q, a, split, i) for i, (q, a) in enumerate(read_split(origin, split))]
         except gsm8k.ConversionError as exc:
             raise PrepareError(f"{split}: {exc}") from None
-        parquet.write_table(staging / f"{split}.parquet", parquet.VERL_GSM8K_FIELDS, table)
+        parquetwrite.write_table(staging / f"{split}.parquet", parquetwrite.VERL_GSM8K_FIELDS, table)
         counts[split] = len(table)
         say(f"data: {split}: {len(table)} rows converted")
     shutil.rmtree(staging / ".download", ignore_errors=True)

@@ -5,7 +5,7 @@ import tarfile
 from pathlib import Path
 
 from realruns import copy_runs
-from tbwrite import write_events
+from tbevents import write_events
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FRESH = next((FIXTURES / "real-smoke-run").glob("smoke-*")).name

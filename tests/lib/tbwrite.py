@@ -1,5 +1,8 @@
-"""Write TensorBoard event files with the standard library (tests only; checked against
-tensorboard's EventAccumulator in tests/py/test_tfevents.py)."""
+"""TensorBoard event files written with the standard library, only where tensorboard's own
+writer (tbevents.py, which tests that need real event files use) cannot serve: records to
+damage or cut off at a known offset (test_tfevents.py, test_postflight_real.py, hostile.py), and
+runs of many thousands of steps written fast (synthrun.py's synthesized runs, the long-run and
+chart tests, bench/). tensorboard's EventAccumulator reads what it writes (test_tfevents.py)."""
 import struct
 from pathlib import Path
 

@@ -226,7 +226,7 @@ def test_a_prompt_of_200_kib_is_matched_by_its_hash_and_shown_cut(volume, capsys
 
 
 def test_scalars_past_the_chart_limit_are_said_not_compared(volume, capsys):
-    from tbwrite import write_events
+    from tbevents import write_events
     runs = volume / "runs" / "verl" / "two-worker-grpo"
     for name in ("many-a", "many-b"):
         run = planted_copy(runs, FRESH, name)

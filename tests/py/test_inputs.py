@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from prep.volume import parquetwrite
 from twgrpo.checks import inputs as twgrpo_inputs
-from twgrpo.formats import parquet
 from twgrpo.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def rewrite_parquet(storage, count):
     row = {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "q"}],
            "ability": "math", "reward_model": {"style": "rule", "ground_truth": "1"},
            "extra_info": {"split": "test", "index": 0, "answer": "#### 1", "question": "q"}}
-    parquet.write_table(path, parquet.VERL_GSM8K_FIELDS, [row] * count)
+    parquetwrite.write_table(path, parquetwrite.VERL_GSM8K_FIELDS, [row] * count)
 
 
 def manifest_revision(storage):
@@ -67,7 +67,7 @@ def manifest_revision(storage):
 def question_only_parquet(storage):
     """test.parquet with the right row count but only one of verl's columns."""
     rows = int(next(line.split("=")[1] for line in open(profile(storage)) if line.startswith("TEST_ROWS=")))
-    parquet.write_table(data(storage) / "test.parquet", [("data_source", "string")],
+    parquetwrite.write_table(data(storage) / "test.parquet", [("data_source", "string")],
                         [{"data_source": "openai/gsm8k"}] * rows)
 
 
@@ -75,8 +75,8 @@ def no_ground_truth_parquet(storage):
     """test.parquet with every column of GSM8K's rows, but reward_model lacks its ground_truth."""
     rows = int(next(line.split("=")[1] for line in open(profile(storage)) if line.startswith("TEST_ROWS=")))
     fields = [(name, ("struct", [("style", "string")]) if name == "reward_model" else spec)
-              for name, spec in parquet.VERL_GSM8K_FIELDS]
-    parquet.write_table(data(storage) / "test.parquet", fields, [
+              for name, spec in parquetwrite.VERL_GSM8K_FIELDS]
+    parquetwrite.write_table(data(storage) / "test.parquet", fields, [
         {"data_source": "mine", "prompt": [{"role": "user", "content": "2+2?"}], "ability": "math",
          "reward_model": {"style": "rule"},
          "extra_info": {"split": "test", "index": 0, "answer": "4", "question": "2+2?"}}] * rows)

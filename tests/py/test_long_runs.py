@@ -4,7 +4,8 @@ import os
 import random
 
 import pytest
-from tbwrite import write_events
+import tbevents
+from tbwrite import write_events  # 10,000 steps: the fast writer of synthesized runs
 from twgrpo.formats import crc32c, tfevents
 
 STEPS, TAGS = 10_000, [f"tag/{i}" for i in range(4)]
@@ -33,15 +34,15 @@ def test_a_10000_step_run_is_charted_to_its_last_step_within_the_memory_bound(lo
 
 def test_a_rewritten_last_step_keeps_its_last_write(tmp_path, monkeypatch):
     monkeypatch.setattr(tfevents, "MAX_VALUES", 40)
-    write_events(tmp_path / "events.out.tfevents.1.h.1.0", [(s, {"a": 1.0}) for s in range(1, 300)])
-    write_events(tmp_path / "events.out.tfevents.2.h.1.0", [(299, {"a": 5.0})])
+    tbevents.write_events(tmp_path / "events.out.tfevents.1.h.1.0", [(s, {"a": 1.0}) for s in range(1, 300)])
+    tbevents.write_events(tmp_path / "events.out.tfevents.2.h.1.0", [(299, {"a": 5.0})])
     scalars = tfevents.load_scalars(tmp_path)
     assert max(scalars.values["a"]) == 299 and scalars.at("a", 299) == 5.0
 
 
 def test_tags_past_max_tags_are_counted_as_dropped(tmp_path, monkeypatch):
     monkeypatch.setattr(tfevents, "MAX_TAGS", 2)
-    write_events(tmp_path / "events.out.tfevents.1.h.1.0", [(1, {"a": 1.0, "b": 2.0, "c": 3.0})])
+    tbevents.write_events(tmp_path / "events.out.tfevents.1.h.1.0", [(1, {"a": 1.0, "b": 2.0, "c": 3.0})])
     scalars = tfevents.load_scalars(tmp_path)
     assert sorted(scalars.values) == ["a", "b"] and scalars.dropped == 1
 

@@ -241,13 +241,13 @@ def test_tampered_model_file(cluster, request):
 
 
 def test_wrong_parquet_row_count(cluster, request):
-    from twgrpo.formats import parquet
+    from prep.volume import parquetwrite
     data = next((cluster.storage / "datasets").rglob("test.parquet")).parent
     original = (data / "test.parquet").read_bytes()
     row = {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "1+1?"}],
            "ability": "math", "reward_model": {"style": "rule", "ground_truth": "2"},
            "extra_info": {"split": "test", "index": 0, "answer": "#### 2", "question": "1+1?"}}
-    parquet.write_table(data / "test.parquet", parquet.VERL_GSM8K_FIELDS, [row] * 3)
+    parquetwrite.write_table(data / "test.parquet", parquetwrite.VERL_GSM8K_FIELDS, [row] * 3)
     try:
         result = preflight(cluster, request)
     finally:

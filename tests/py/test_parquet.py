@@ -1,8 +1,10 @@
-"""The standard-library parquet writer and footer reader, with pyarrow as the oracle."""
+"""The prep box's parquet writer (prep/volume/parquetwrite.py) and the bundle's footer reader
+(twgrpo/formats/parquet.py), with pyarrow as the oracle of both."""
 import struct
 
 import pyarrow.parquet as pq
 import pytest
+from prep.volume import parquetwrite
 from twgrpo.formats import parquet
 
 
@@ -17,7 +19,7 @@ def rows(n):
 @pytest.mark.parametrize("count", [1, 7, 2000])
 def test_pyarrow_reads_back_exactly_what_was_written(tmp_path, count):
     path = tmp_path / "t.parquet"
-    parquet.write_table(path, parquet.VERL_GSM8K_FIELDS, rows(count))
+    parquetwrite.write_table(path, parquetwrite.VERL_GSM8K_FIELDS, rows(count))
     assert pq.read_table(path).to_pylist() == rows(count)
     assert pq.read_metadata(path).num_rows == count
 
@@ -30,7 +32,7 @@ def test_the_footer_reader_agrees_with_pyarrow_on_files_pyarrow_wrote(tmp_path):
     meta = pq.read_metadata(path)
     assert footer.num_rows == meta.num_rows == 1000
     assert footer.row_group_rows == [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-    assert footer.columns == parquet.VERL_COLUMNS
+    assert footer.columns == parquetwrite.VERL_COLUMNS
     assert footer.created_by == meta.created_by
     # nested fields by path, as pyarrow's schema names them (list levels included)
     leaves = {meta.schema.column(i).path for i in range(meta.num_columns)}
@@ -38,8 +40,8 @@ def test_the_footer_reader_agrees_with_pyarrow_on_files_pyarrow_wrote(tmp_path):
 
 
 def test_writing_is_byte_for_byte_reproducible(tmp_path):
-    parquet.write_table(tmp_path / "a", parquet.VERL_GSM8K_FIELDS, rows(50))
-    parquet.write_table(tmp_path / "b", parquet.VERL_GSM8K_FIELDS, rows(50))
+    parquetwrite.write_table(tmp_path / "a", parquetwrite.VERL_GSM8K_FIELDS, rows(50))
+    parquetwrite.write_table(tmp_path / "b", parquetwrite.VERL_GSM8K_FIELDS, rows(50))
     assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
 
 
@@ -51,7 +53,7 @@ def test_writing_is_byte_for_byte_reproducible(tmp_path):
 ])
 def test_a_damaged_footer_is_an_error_not_a_crash(tmp_path, damage, message):
     path = tmp_path / "t.parquet"
-    parquet.write_table(path, parquet.VERL_GSM8K_FIELDS, rows(5))
+    parquetwrite.write_table(path, parquetwrite.VERL_GSM8K_FIELDS, rows(5))
     path.write_bytes(damage(path.read_bytes()))
     with pytest.raises(parquet.ParquetError, match=message):
         parquet.read_footer(path)
@@ -61,4 +63,10 @@ def test_the_writer_refuses_a_value_of_the_wrong_type(tmp_path):
     bad = rows(1)
     bad[0]["extra_info"]["index"] = "0"
     with pytest.raises(ValueError, match="extra_info.index: expected an integer"):
-        parquet.write_table(tmp_path / "t", parquet.VERL_GSM8K_FIELDS, bad)
+        parquetwrite.write_table(tmp_path / "t", parquetwrite.VERL_GSM8K_FIELDS, bad)
+
+
+def test_the_bundle_only_reads_parquet_and_the_prep_box_writes_it():
+    from twgrpo.formats import thrift
+    assert {"write_table", "VERL_GSM8K_FIELDS"}.isdisjoint(vars(parquet))
+    assert {"write_struct", "encode_struct", "_write_varint"}.isdisjoint(vars(thrift))

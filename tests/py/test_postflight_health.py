@@ -6,7 +6,7 @@ import types
 from pathlib import Path
 
 import pytest
-from tbwrite import event, record
+import tbevents
 from twgrpo.checks import health
 from twgrpo.cli import main
 from twgrpo.formats import causes
@@ -76,9 +76,7 @@ def test_many_lines_of_one_cause_are_counted_not_all_shown(run, capsys):
 
 
 def append_scalar(run, step, tag, value):
-    path = next((run / "tensorboard").iterdir())
-    with open(path, "ab") as stream:
-        stream.write(record(event(step, 2.0e9, [(tag, value)])))
+    tbevents.append_event(next((run / "tensorboard").iterdir()), step, 2.0e9, [(tag, value)])
 
 
 def test_a_nan_at_an_earlier_step_in_any_scalar_fails(run, capsys):

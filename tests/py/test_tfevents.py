@@ -1,52 +1,18 @@
-"""The standard-library TensorBoard reader against tensorboard itself (the oracle)."""
+"""The standard-library TensorBoard reader: CRC-32C, framing, damaged and cut-off records, a
+resumed run's files, views. Real event files come from tensorboard's own writer (tbevents.py);
+damaged records from tbwrite.py. test_oracle_tensorboard.py holds the reader against
+TensorBoard's own reader."""
 import math
 
-import pytest
+import tbevents
 from tbwrite import event, record, write_events
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.compat.proto import event_pb2
 from twgrpo.formats import tfevents, tfrecord
-
-summary_pb2 = pytest.importorskip("tensorboard.compat.proto.summary_pb2")
-event_pb2 = pytest.importorskip("tensorboard.compat.proto.event_pb2")
-tensor_pb2 = pytest.importorskip("tensorboard.compat.proto.tensor_pb2")
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
-from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: E402
 
 
 def test_crc32c_matches_the_standard_check_value():
     assert tfevents.crc32c(b"123456789") == 0xE3069283  # CRC-32C's published check value
-
-
-def write_with_tensorboard(folder, steps, new_style=False):
-    writer = EventFileWriter(str(folder))
-    for step, values in steps:
-        summary = summary_pb2.Summary()
-        for tag, value in values.items():
-            item = summary.value.add(tag=tag)
-            if new_style:
-                item.tensor.CopyFrom(tensor_pb2.TensorProto(dtype=1, float_val=[value]))
-                item.metadata.plugin_data.plugin_name = "scalars"
-            else:
-                item.simple_value = value
-        writer.add_event(event_pb2.Event(step=step, wall_time=1e9 + step, summary=summary))
-    writer.close()
-
-
-@pytest.mark.parametrize("new_style", [False, True])
-def test_scalars_match_event_accumulator(tmp_path, new_style):
-    steps = [(s, {"actor/pg_loss": 0.5 / s, "training/global_step": float(s), "x/y": -s})
-             for s in range(1, 6)]
-    write_with_tensorboard(tmp_path, steps, new_style)
-    ours = tfevents.load_scalars(tmp_path)
-    acc = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0, "tensors": 0})
-    acc.Reload()
-    for tag in ("actor/pg_loss", "training/global_step", "x/y"):
-        if new_style:
-            theirs = {e.step: float(tensor_pb2.TensorProto.FromString(e.tensor_proto.SerializeToString()).float_val[0])
-                      for e in acc.Tensors(tag)}
-        else:
-            theirs = {e.step: e.value for e in acc.Scalars(tag)}
-        assert ours.values[tag] == pytest.approx(theirs), tag
-    assert ours.problems == []
 
 
 def test_our_test_writer_is_read_by_tensorboard_too(tmp_path):
@@ -57,8 +23,8 @@ def test_our_test_writer_is_read_by_tensorboard_too(tmp_path):
 
 
 def test_a_resumed_run_adds_a_file_and_its_later_write_of_a_step_wins(tmp_path):
-    write_events(tmp_path / "events.out.tfevents.1700000000.h.1.0", [(1, {"a": 1.0}), (2, {"a": 2.0})])
-    write_events(tmp_path / "events.out.tfevents.1700000500.h.2.0", [(2, {"a": 20.0}), (3, {"a": 3.0})])
+    tbevents.write_events(tmp_path / "events.out.tfevents.1700000000.h.1.0", [(1, {"a": 1.0}), (2, {"a": 2.0})])
+    tbevents.write_events(tmp_path / "events.out.tfevents.1700000500.h.2.0", [(2, {"a": 20.0}), (3, {"a": 3.0})])
     ours = tfevents.load_scalars(tmp_path)
     assert ours.values["a"] == {1: 1.0, 2: 20.0, 3: 3.0}
     assert len(ours.files) == 2
@@ -98,7 +64,7 @@ def test_a_damaged_length_stops_the_file(tmp_path):
 
 
 def test_non_finite_values_survive_the_round_trip(tmp_path):
-    write_events(tmp_path / "events.out.tfevents.1.h.1.0", [(1, {"a": math.nan, "b": math.inf})])
+    tbevents.write_events(tmp_path / "events.out.tfevents.1.h.1.0", [(1, {"a": math.nan, "b": math.inf})])
     ours = tfevents.load_scalars(tmp_path)
     assert math.isnan(ours.values["a"][1]) and ours.values["b"][1] == math.inf
     assert not tfevents.is_finite(ours.values["a"][1])
@@ -107,7 +73,7 @@ def test_non_finite_values_survive_the_round_trip(tmp_path):
 def test_several_views_in_one_pass_equal_each_view_read_alone(tmp_path):
     steps = [(s, {"a": float(s), "b": 0.5 * s, "c": math.nan if s == 7 else 1.0})
              for s in range(1, 3000)]
-    write_events(tmp_path / "events.out.tfevents.1.host", steps)
+    tbevents.write_events(tmp_path / "events.out.tfevents.1.host", steps)
     views = [(("a",), 2999), (("b", "c"), None), (None, None), (None, 1234)]
     together = tfevents.load_views(tmp_path, views)
     for (keep, keep_step), scalars in zip(views, together):
@@ -138,12 +104,15 @@ def _general(data):
 def test_the_fast_event_reader_agrees_with_the_general_one_or_stands_aside():
     import random
     rng = random.Random(7)
-    samples = [event(s, 1e9 + s, [(f"tag/{s % 7}", s * 0.5)]) for s in (0, 1, 127, 128, 2 ** 40)]
-    samples += [event(3, 1e9, [("a", 1.0), ("b" * 100, 2.0)]), event(5, 1e9),
-                event(8, 1e9, [(f"tag/{i}", i * 0.25) for i in range(10)]),
-                event(8, 1e9, [(f"t{i:03d}", 1.0) for i in range(700)]),
-                event(-1, 1e9, [("neg", 1.0)]), event(9, 1e9, [("x" * 130, 1.0)]),
-                event(1, 2.0, file_version="brain.Event:2")]
+
+    def real(step, wall_time, scalars=()):  # the Event protobuf's own serialization
+        return tbevents.event(step, wall_time, scalars).SerializeToString()
+    samples = [real(s, 1e9 + s, [(f"tag/{s % 7}", s * 0.5)]) for s in (0, 1, 127, 128, 2 ** 40)]
+    samples += [real(3, 1e9, [("a", 1.0), ("b" * 100, 2.0)]), real(5, 1e9),
+                real(8, 1e9, [(f"tag/{i}", i * 0.25) for i in range(10)]),
+                real(8, 1e9, [(f"t{i:03d}", 1.0) for i in range(700)]),
+                real(-1, 1e9, [("neg", 1.0)]), real(9, 1e9, [("x" * 130, 1.0)]),
+                event_pb2.Event(step=1, wall_time=2.0, file_version="brain.Event:2").SerializeToString()]
     for data in list(samples):
         for _ in range(300):  # damage: a byte changed, cut short, grown
             cut = bytearray(data)
@@ -157,7 +126,7 @@ def test_the_fast_event_reader_agrees_with_the_general_one_or_stands_aside():
             fast_taken += 1
             assert repr(fast) == repr(_general(data)), data
     assert fast_taken > 100
-    ten = event(8, 1e9, [(f"tag/{i}", i * 0.25) for i in range(10)])  # a two-byte summary length
+    ten = real(8, 1e9, [(f"tag/{i}", i * 0.25) for i in range(10)])  # a two-byte summary length
     assert tfevents._simple_event(ten) == (8, 1e9, [(f"tag/{i}", i * 0.25) for i in range(10)])
 
 

@@ -12,8 +12,12 @@ from .bounded import loads, open_regular
 MAX_HEADER = 100 << 20
 
 
-DTYPE_SIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2,
-              "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+# Bits an element, for every dtype safetensors 0.8 reads (its Dtype enum): the 4- and 6-bit
+# floats of MX formats pack elements across bytes, so a tensor's size is counted in bits.
+DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8,
+              "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16,
+              "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64,
+              "I64": 64, "U64": 64}
 
 
 class WeightsError(ValueError):
@@ -28,7 +32,7 @@ def _span(name: str, meta: Any) -> Tuple[int, int, str]:
     if not (isinstance(offsets, list) and len(offsets) == 2 and
             all(type(o) is int for o in offsets) and 0 <= offsets[0] <= offsets[1]):
         raise WeightsError(f"tensor {name} has offsets {offsets!r:.80}")
-    if dtype not in DTYPE_SIZE:
+    if dtype not in DTYPE_BITS:
         raise WeightsError(f"tensor {name} has unknown dtype {dtype!r:.40}")
     if not (isinstance(shape, list) and len(shape) <= 64 and
             all(type(d) is int and 0 <= d < 1 << 62 for d in shape)):
@@ -36,8 +40,11 @@ def _span(name: str, meta: Any) -> Tuple[int, int, str]:
     count = 1
     for dim in shape:
         count *= dim
-    if offsets[1] - offsets[0] != count * DTYPE_SIZE[dtype]:
-        raise WeightsError(f"tensor {name}: shape {shape} x {dtype} is {count * DTYPE_SIZE[dtype]} "
+    bits = count * DTYPE_BITS[dtype]
+    if bits % 8:  # safetensors refuses a tensor that ends inside a byte
+        raise WeightsError(f"tensor {name}: shape {shape} x {dtype} is {bits} bits, not whole bytes")
+    if offsets[1] - offsets[0] != bits // 8:
+        raise WeightsError(f"tensor {name}: shape {shape} x {dtype} is {bits // 8} "
                            f"bytes, its offsets span {offsets[1] - offsets[0]}")
     return offsets[0], offsets[1], name
 
@@ -61,7 +68,10 @@ def inspect(path: Union[str, Path], names: bool = False) -> Dict[str, Any]:
             raise WeightsError("header is not a JSON object")
         spans = []
         for name, meta in header.items():
-            if name == "__metadata__":
+            if name == "__metadata__":  # safetensors reads it as a map of strings, or null
+                if meta is not None and not (isinstance(meta, dict) and
+                                             all(isinstance(v, str) for v in meta.values())):
+                    raise WeightsError(f"__metadata__ is not an object of strings: {meta!r:.80}")
                 continue
             spans.append(_span(name, meta))
         spans.sort()

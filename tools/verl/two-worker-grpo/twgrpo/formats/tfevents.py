@@ -43,21 +43,24 @@ DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF = 1, 2, 3, 9, 19
 
 
 def _tensor_scalar(buf: bytes) -> Optional[float]:
-    """A scalar from a TensorProto (new-style summaries): float_val, double_val or content."""
+    """A scalar from a TensorProto (new-style summaries): float_val, double_val or content;
+    None for a tensor of more than one element (a PR curve, a histogram), as TensorBoard has."""
     dtype, content, values = None, None, []
     for number, wire, value in _fields(buf):
         if number == 1:
             dtype = value
+        elif number == 2 and wire == 2 and any(dim.get(1) != 1 for dim in _dims(value)):
+            return None
         elif number == 4:
             content = value
         elif number == 5:  # float_val, packed or not
             values += list(struct.unpack(f"<{len(value) // 4}f", value))
         elif number == 6:  # double_val
             values += list(struct.unpack(f"<{len(value) // 8}d", value))
-        elif number in (7, 10) and wire == 0:
-            values.append(float(value))
-        elif number == 13 and wire == 0:  # half_val, bits in an int
-            values.append(struct.unpack("<e", struct.pack("<H", value))[0])
+        elif number in (7, 10, 13) and (wire == 0 or value):  # int, int64, half bits: packed or not
+            bits = value if wire == 0 else read_varint(value, 0)[0]  # the first value
+            values.append(struct.unpack("<e", struct.pack("<H", bits & 0xFFFF))[0] if number == 13
+                          else float(bits - (bits >> 63 << 64)))  # two's complement in 64 bits
     if values:
         return float(values[0])
     if content:
@@ -65,6 +68,12 @@ def _tensor_scalar(buf: bytes) -> Optional[float]:
         if dtype in fmt and len(content) >= struct.calcsize(fmt[dtype]):
             return float(struct.unpack_from(fmt[dtype], content)[0])
     return None
+
+
+def _dims(shape: bytes) -> Iterator[Dict[int, object]]:
+    """Each dimension of a TensorShapeProto as {1: size} (a size of 0 is left out)."""
+    return ({n: v for n, _, v in _fields(dim)} for number, wire, dim in _fields(shape)
+            if number == 2 and wire == 2)
 
 
 def _simple_event(data: bytes) -> Optional[Tuple[int, float, List[Tuple[str, float]]]]:

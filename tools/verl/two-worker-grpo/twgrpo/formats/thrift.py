@@ -1,8 +1,9 @@
-"""Thrift compact protocol, enough for parquet's footer and page headers (read and write)."""
+"""Thrift compact protocol, read: enough for parquet's footer (the prep box's writer is
+prep/volume/thriftwrite.py)."""
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Tuple
 
 BOOL_TRUE, BOOL_FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(1, 13)
 
@@ -105,58 +106,3 @@ def read_struct(buf: bytes, pos: int = 0, depth: int = 0) -> Tuple[Dict[int, Any
         else:
             fields[fid], pos = _value(buf, pos, ttype, depth)
         last = fid
-
-
-# Writing: a struct is a list of (field id, type, value); a list value is (element type, items).
-def _write_varint(out: bytearray, n: int) -> None:
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return
-
-
-def _write_value(out: bytearray, ttype: int, value: Any) -> None:
-    if ttype in (I16, I32, I64):
-        _write_varint(out, (value << 1) ^ (value >> 63))
-    elif ttype == BINARY:
-        data = value.encode("utf-8") if isinstance(value, str) else bytes(value)
-        _write_varint(out, len(data))
-        out += data
-    elif ttype == LIST:
-        etype, items = value
-        if len(items) < 15:
-            out.append((len(items) << 4) | etype)
-        else:
-            out.append(0xF0 | etype)
-            _write_varint(out, len(items))
-        for item in items:
-            _write_value(out, etype, item)
-    elif ttype == STRUCT:
-        write_struct(out, value)
-    else:
-        raise ThriftError(f"cannot write compact type {ttype}")
-
-
-def write_struct(out: bytearray, fields: List[Tuple[int, int, Any]]) -> None:
-    last = 0
-    for fid, ttype, value in fields:
-        if value is None:
-            continue
-        if 0 < fid - last <= 15:
-            out.append(((fid - last) << 4) | ttype)
-        else:
-            out.append(ttype)
-            _write_varint(out, (fid << 1) ^ (fid >> 63))
-        _write_value(out, ttype, value)
-        last = fid
-    out.append(0)
-
-
-def encode_struct(fields: List[Tuple[int, int, Any]]) -> bytes:
-    out = bytearray()
-    write_struct(out, fields)
-    return bytes(out)
