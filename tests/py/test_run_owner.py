@@ -122,3 +122,31 @@ def test_no_other_module_compiles_a_run_id_pattern():
                     and shape.search(str(node.args[0].value)):
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert found == []
+
+
+def test_the_one_reader_refuses_a_fifo_a_link_and_a_forged_parent(tmp_path):
+    """run.json as a FIFO is refused, never waited on; a symlinked run.json is not a run record;
+    a tail whose parent is no RUN_ID names no parent."""
+    import json
+    import os
+    from twgrpo.formats import bounded
+    from twgrpo.run import runrecord
+    fifo = tmp_path / "fifo-run"
+    fifo.mkdir()
+    os.mkfifo(RunFolder(fifo).run_json)
+    with pytest.raises(bounded.Unreadable):
+        runrecord.read(fifo)
+    assert runrecord.read_or_empty(fifo) == {}
+    linked = tmp_path / "linked-run"
+    linked.mkdir()
+    real = tmp_path / "elsewhere.json"
+    real.write_text(json.dumps({"profile": {"name": "x", "values": {}}}))
+    RunFolder(linked).run_json.symlink_to(real)
+    with pytest.raises(ValueError, match="not a plain file"):
+        runrecord.read_run(linked)
+    forged = tmp_path / "forged-run"
+    forged.mkdir()
+    for parent, named in (("../../etc", None), ("exp-1", ("exp-1", 3))):
+        RunFolder(forged).run_json.write_text(json.dumps(
+            {"resume": {"from_run_id": parent, "step": 3}}, indent=2, sort_keys=True) + "\n")
+        assert runrecord.parent_glance(forged) == named

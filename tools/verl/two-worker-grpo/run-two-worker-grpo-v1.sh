@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=6e9047145474f60b77dbb4d59ab614cfe8ba8ac248ce5260eff7ddb08fdd66c6
+readonly BUNDLE_SUMS_SHA256=43821ab7f75ead78e3cc6585eb41a691bb355e2b5b263be34eb9365a036e95ef
 readonly BUNDLE_CHECK_SHA256=6b5db533fb7eef153faedcca675a3c1c65f96fd72783eac312c58e7a37704c18
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -8,7 +8,8 @@ from typing import Dict, List
 
 SHA1 = re.compile(r"^[0-9a-f]{40}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
-# The one rule of RUN_IDs and profile names. \Z, not $: $ also matches before a final newline.
+# A profile's name and the names of hub folders (RUN_IDs: run/runid.py). \Z, not $: $ also
+# matches before a final newline.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 VERSION = re.compile(r"^\d+(\.\d+){0,2}$")

@@ -70,8 +70,8 @@ class RunFolder:
     preflight_collective = _file("preflight-collective", "each rank of the collective probe")
     preflight_node_collective = _file("preflight-node-collective", "each node's own collective")
 
-    def __init__(self, path: Union[str, Path]):
-        self.path = Path(path)
+    def __init__(self, path: Union[str, Path, "RunFolder"]):
+        self.path = Path(path)  # a RunFolder too: it is a path-like (__fspath__)
 
     @classmethod
     def at(cls, storage_root: Union[str, Path], run_id: str) -> "RunFolder":
@@ -102,11 +102,6 @@ RUN_FILES = tuple(FILES[name] for name in ("run_json", "driver_log", "training_l
                                             "inputs_json", "preflight_json"))
 
 
-def files(run_dir: Union[str, Path, RunFolder]) -> RunFolder:
-    """A RunFolder for a run folder path (or the RunFolder itself)."""
-    return run_dir if isinstance(run_dir, RunFolder) else RunFolder(run_dir)
-
-
 def refuse_symlinked(run_dir: Path) -> Path:
     """The run folder itself, refused when it is a symlink (it could point at another run)."""
     if Path(run_dir).is_symlink():
@@ -117,7 +112,7 @@ def refuse_symlinked(run_dir: Path) -> Path:
 
 def supersede_success(run_dir: Path, phase: str) -> Optional[Path]:
     """Move run_dir/SUCCESS aside as SUCCESS.superseded-<UTC time>; its new name, or None."""
-    success = files(run_dir).success
+    success = RunFolder(run_dir).success
     if not os.path.lexists(str(success)):
         return None
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")

@@ -22,7 +22,7 @@ from .findings import UsageError
 from .profile import Profile, env_lines, parse_profile_text
 from .profile_keys import ADDED_LATER, SHA256
 from .records import write_json
-from .runfolder import RunFolder, files, refuse_symlinked
+from .runfolder import RunFolder, refuse_symlinked
 
 MOST_BYTES = 1 << 20
 PROFILE = {"name": str, "sha256": str, "values": typed.Need(typed.Map(str))}
@@ -30,7 +30,7 @@ Folder = Union[str, Path, RunFolder]
 
 
 def path_of(run_dir: Folder) -> Path:
-    return files(run_dir).run_json
+    return RunFolder(run_dir).run_json
 
 
 def exists(run_dir: Folder) -> bool:
@@ -86,7 +86,7 @@ def read_typed(run_dir: Folder, spec: Any, problems: List[str],
 
 def write(run_dir: Folder, record: Dict[str, Any]) -> None:
     """Write the record (never through a symlinked run folder)."""
-    write_json(refuse_symlinked(files(run_dir).path) / path_of(run_dir).name, record)
+    write_json(refuse_symlinked(RunFolder(run_dir).path) / path_of(run_dir).name, record)
 
 
 def profile_problem(run_dir: Folder) -> Optional[str]:
