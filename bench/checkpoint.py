@@ -38,7 +38,7 @@ CHECK = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from twgrpo.checks import shards
+from twgrpo.checks.checkpoint import shards
 from twgrpo.formats import torchzip
 paths = [Path(p) for p in sys.stdin.read().split("\\0") if p]
 t = time.perf_counter()

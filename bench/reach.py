@@ -13,7 +13,7 @@ import tracemalloc
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tools" / "verl" / "two-worker-grpo")]
-from twgrpo.checks import reach  # noqa: E402
+from twgrpo.checks.rounds import reach  # noqa: E402
 
 
 class Ctx:

@@ -6,7 +6,7 @@ Writes model_world_size_1_rank_0.pt (a third of --gb, bf16) and optim_world_size
 (two thirds, fp32 exp_avg and exp_avg_sq) with torch.save, as verl's FSDP checkpoint of one
 rank holds them, then times, cold (each file dropped from the page cache with posix_fadvise
 after an fsync) and warm: `cat` of both files, a parallel read (dd over 1 GiB ranges, one a
-core, at once) and postflight's shard check (twgrpo.checks.shards.check_files). Prints one
+core, at once) and postflight's shard check (twgrpo.checks.checkpoint.shards.check_files). Prints one
 JSON line per measurement and the ratio check / parallel read; the target is <= 2x cold.
 --no-torch writes the same layout with tests/lib/torchlike.py (to try the script without torch).
 The scratch folder is removed at the end.
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 BUNDLE = REPO / "tools" / "verl" / "two-worker-grpo"
 sys.path[:0] = [str(BUNDLE), str(REPO / "tests" / "lib")]
 from pagecache import drop_cache  # noqa: E402
-from twgrpo.checks import shards  # noqa: E402
+from twgrpo.checks.checkpoint import shards  # noqa: E402
 
 CORES = len(os.sched_getaffinity(0))
 TENSORS = 339

@@ -24,7 +24,9 @@ from pathlib import Path
 
 BUNDLE = Path(__file__).resolve().parents[1] / "tools" / "verl" / "two-worker-grpo"
 sys.path.insert(0, str(BUNDLE))
-from twgrpo.checks import gpu_health, gpu_health_probe, limits_probe, node_collective, node_limits  # noqa: E402
+from twgrpo.checks.preflight import gpu_health, node_limits
+from twgrpo.checks.nodeside import gpu_health_probe, limits_probe
+from twgrpo.checks.rounds import node_collective  # noqa: E402
 from twgrpo.run.profile import load_profile, with_overrides  # noqa: E402
 
 RANK = ("import json, sys; from twgrpo.checks.collective_rank import collective_rank; "

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import List, Optional
 
 from prep import bundle, site
-from twgrpo.checks import checkpoint
-from twgrpo.checks.resume import TRACKER
+from twgrpo.checks.checkpoint import checkpoint
+from twgrpo.checks.resume.resume import TRACKER
 from twgrpo.formats import bounded
 from twgrpo.run.findings import Finding, finding
 from twgrpo.run import runid

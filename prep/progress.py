@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from twgrpo.checks.stall import LogFollower, step_of
+from twgrpo.checks.watch.stall import LogFollower, step_of
 from twgrpo.formats import bounded
 from twgrpo.run import heartbeat
 from twgrpo.run import runrecord

@@ -13,8 +13,8 @@ from typing import Dict, List, Tuple
 
 from prep.volume import gsm8k, layout, parquetwrite
 from prep.volume.prepared import PrepareError, keep_if_verified, say
-from twgrpo.checks.inputs import missing_verl_fields
-from twgrpo.checks.reward import hash_script
+from twgrpo.checks.inputs.inputs import missing_verl_fields
+from twgrpo.checks.inputs.reward import hash_script
 from twgrpo.formats import parquet
 from twgrpo.run.findings import usage
 from twgrpo.run.profile import Profile

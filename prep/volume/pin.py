@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Dict
 
 from twgrpo.formats import hashing, parquet, sums
-from twgrpo.checks.inputs import required_files
+from twgrpo.checks.inputs.inputs import required_files
 from twgrpo.run.profile import Profile
 
 from . import verltree

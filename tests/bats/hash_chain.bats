@@ -44,11 +44,11 @@ setup() {
 }
 
 @test "every mismatching file is reported, not only the first" {
-  flip_byte "$BUNDLE/twgrpo/checks/inputs.py"
+  flip_byte "$BUNDLE/twgrpo/checks/inputs/inputs.py"
   flip_byte "$BUNDLE/profiles/test-fixture.env"
   run bash "$BUNDLE/run-two-worker-grpo-v1.sh"
   assert_failure 1
-  assert_output --partial "twgrpo/checks/inputs.py: sha256 expected"
+  assert_output --partial "twgrpo/checks/inputs/inputs.py: sha256 expected"
   assert_output --partial "profiles/test-fixture.env: sha256 expected"
   assert_output --partial "2 bundle file(s) differ"
   assert_not_exist "$STORAGE/runs"
@@ -74,10 +74,10 @@ setup() {
 }
 
 @test "a file listed in SHA256SUMS but missing stops the launcher" {
-  rm "$BUNDLE/twgrpo/checks/sizes.py"
+  rm "$BUNDLE/twgrpo/checks/rules/sizes.py"
   run bash "$BUNDLE/run-two-worker-grpo-v1.sh"
   assert_failure 1
-  assert_output --partial "(LAUNCH-E012) twgrpo/checks/sizes.py: listed in SHA256SUMS but missing"
+  assert_output --partial "(LAUNCH-E012) twgrpo/checks/rules/sizes.py: listed in SHA256SUMS but missing"
   assert_not_exist "$STORAGE/runs"
 }
 

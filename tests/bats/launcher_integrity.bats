@@ -86,11 +86,11 @@ fill_disk() {  # fill_disk DIR: until the file system is full, to the last byte
 }
 
 @test "a listed file replaced by a symlink, even to identical bytes, is an intruder" {
-  cp "$BUNDLE/twgrpo/checks/sizes.py" "$BATS_TEST_TMPDIR/sizes.py"
-  ln -sf "$BATS_TEST_TMPDIR/sizes.py" "$BUNDLE/twgrpo/checks/sizes.py"
+  cp "$BUNDLE/twgrpo/checks/rules/sizes.py" "$BATS_TEST_TMPDIR/sizes.py"
+  ln -sf "$BATS_TEST_TMPDIR/sizes.py" "$BUNDLE/twgrpo/checks/rules/sizes.py"
   launch
   assert_failure 1
-  assert_output --partial "(LAUNCH-E014) symlink not in SHA256SUMS: twgrpo/checks/sizes.py"
+  assert_output --partial "(LAUNCH-E014) symlink not in SHA256SUMS: twgrpo/checks/rules/sizes.py"
 }
 
 @test "the verifier ignores the working folder, PYTHONPATH and the user's site-packages" {

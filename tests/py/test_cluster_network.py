@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import synthrun
 from test_preflight_checks import context, report
-from twgrpo.checks import network, preflight
+from twgrpo.checks.preflight import network, preflight
 from twgrpo.cli import main
 from twgrpo.formats.trainlines import LogScan, _parse_line
 from twgrpo.run import command

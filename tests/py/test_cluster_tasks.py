@@ -1,4 +1,4 @@
-"""One Ray task pinned to each node and one bounded wait (checks/cluster.py), on a real local
+"""One Ray task pinned to each node and one bounded wait (checks/rounds/cluster.py), on a real local
 Ray head: the task runs on the node it names, under isolated.task, and what does not answer
 (an error, a task past the timeout) comes back in the answers instead of being raised."""
 import sys
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from twgrpo.checks import cluster
+from twgrpo.checks.rounds import cluster
 
 NODE = "0123456789abcdef" * 3 + "01234567"  # 56 hex digits
 

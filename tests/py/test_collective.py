@@ -1,11 +1,11 @@
-"""The collective probe's judgement (checks/collective.py) from rank reports as collective_rank
+"""The collective probe's judgement (checks/rounds/collective.py) from rank reports as collective_rank
 returns them: a wrong sum, IB at TCP speed, NCCL's own lines picked from a long debug file, a
 stale progress file of another run ignored. The probe itself runs for real over Gloo on the
 multi-host test cluster (test_multihost_faults.py) and with NCCL on the GPU machine."""
 import json
 
 from test_preflight_checks import context
-from twgrpo.checks import collective
+from twgrpo.checks.rounds import collective
 from twgrpo.run.profile import with_overrides
 
 

@@ -5,7 +5,7 @@ import socket
 import sys
 
 import torchlike
-from twgrpo.checks import fanout, shards
+from twgrpo.checks.checkpoint import fanout, shards
 
 
 def test_slices_balance_bytes_largest_first(tmp_path):

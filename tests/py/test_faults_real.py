@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from twgrpo.checks import collective
+from twgrpo.checks.rounds import collective
 from twgrpo.cli import main
 from twgrpo.run import command
 from twgrpo.run.runverdict import latest_verdict

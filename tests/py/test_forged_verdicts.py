@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import synthrun
-from twgrpo.checks import postflight
+from twgrpo.checks.postflight import postflight
 from twgrpo.cli import main
 from twgrpo.run import runverdict
 from twgrpo.run.profile import load_profile
@@ -55,7 +55,7 @@ def test_postflight_never_writes_success_beside_a_failed_training_phase(tmp_path
 
 
 def test_postflight_needs_the_launchers_line_that_training_ended_0(tmp_path, capsys, monkeypatch):
-    from twgrpo.checks import launcher_records
+    from twgrpo.checks.postflight import launcher_records
     monkeypatch.setattr(launcher_records, "DRIVER_LOG_WAIT_S", 0.1)
     run = make(tmp_path)
     (run / "driver.log").unlink()

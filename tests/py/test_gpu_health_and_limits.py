@@ -7,8 +7,9 @@ import os
 
 import pytest
 from test_preflight_checks import change, context, ids
-from twgrpo.checks import (gpu_health, gpu_health_probe, job_shape, limits_probe, node_agents,
-                           node_collective, node_limits, storage_trial)
+from twgrpo.checks.preflight import gpu_health, node_limits
+from twgrpo.checks.nodeside import gpu_health_probe, limits_probe
+from twgrpo.checks.rounds import job_shape, node_agents, node_collective, storage_trial
 from twgrpo.run.profile import with_overrides
 
 GPU1 = ("gpu_health", "query", "gpus", 1)
@@ -216,7 +217,7 @@ def test_a_big_nodes_answers_stay_small_in_preflight_json():
     under postflight's per-node read bound (placement.PER_NODE_LIMIT)."""
     import json
     from dev.stubgpus import HEALTHY
-    from twgrpo.checks.placement import PER_NODE_LIMIT
+    from twgrpo.checks.postflight.placement import PER_NODE_LIMIT
     links = "".join(f"\t Link {k}: 26.562 GB/s\n" for k in range(18))
     nvlink = "".join(f"GPU {g}: NVIDIA H100 80GB HBM3 (UUID: GPU-{g:08d})\n{links}" for g in range(8))
     health = {"query": {"gpus": [{"index": str(g), "uuid": f"GPU-{g:08d}-0000-4000-8000-000000000000",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import hostile
 import pytest
-from twgrpo.checks import postflight, rollouts
+from twgrpo.checks.postflight import postflight, rollouts
 from twgrpo.formats import tfevents, torchzip, trainlog
 from twgrpo.run import budget
 from twgrpo.cli import main

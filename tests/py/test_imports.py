@@ -143,7 +143,7 @@ def test_a_planted_upward_import_is_found(tmp_path):
 
 def test_the_verifier_has_four_layers_and_no_upward_import():
     graph = import_graph()
-    assert {"cli", "launch", "checks.preflight", "checks.postflight", "run.runpaths",
+    assert {"cli", "launch", "checks.preflight.preflight", "checks.postflight.postflight", "run.runpaths",
             "run.findings", "formats.trainlog", "report.page"} <= set(graph)
     assert {name.split(".")[0] for name in graph if "." in name} == set(LAYERS)
     assert upward_imports(graph) == []
@@ -173,7 +173,9 @@ def test_the_verifier_imports_only_the_standard_library_and_ray_in_the_probe():
                 if top not in stdlib and top != "twgrpo":
                     outside.setdefault(top, set()).add(name)
     # ray in what runs on the cluster; torch only in the collective probe's rank, on its node
-    assert outside == {"ray": {"checks.preflight", "checks.probe", "checks.fanout", "checks.reach",
-                               "checks.cluster", "checks.collective_rank", "checks.stall_nodes",
-                               "checks.job_shape", "checks.node_agents", "checks.limits_probe"},
-                       "torch": {"checks.collective_rank"}}
+    assert outside == {"ray": {"checks.preflight.preflight", "checks.nodeside.probe",
+                               "checks.checkpoint.fanout", "checks.rounds.reach",
+                               "checks.rounds.cluster", "checks.nodeside.collective_rank",
+                               "checks.watch.stall_nodes", "checks.rounds.job_shape",
+                               "checks.rounds.node_agents", "checks.nodeside.limits_probe"},
+                       "torch": {"checks.nodeside.collective_rank"}}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from prep.volume import parquetwrite
-from twgrpo.checks import inputs as twgrpo_inputs
+from twgrpo.checks.inputs import inputs as twgrpo_inputs
 from twgrpo.cli import main
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,11 +1,11 @@
-"""The path a bundle task runs under on a Ray worker (checks/isolated.py): the standard library
+"""The path a bundle task runs under on a Ray worker (checks/nodeside/isolated.py): the standard library
 before PYTHONPATH's folders, PYTHONPATH's folders before site-packages (the probes import the
 torch and verl the training's workers will import)."""
 import sys
 import sysconfig
 
 import twgrpo
-from twgrpo.checks import isolated
+from twgrpo.checks.nodeside import isolated
 
 STDLIB = sysconfig.get_paths()["stdlib"]
 SITE = sysconfig.get_paths()["purelib"]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from twgrpo.checks import attempt
+from twgrpo.checks.resume import attempt
 from twgrpo.cli import main
 from twgrpo.formats import trainlog
 from twgrpo.run import command, heartbeat

@@ -6,7 +6,7 @@ import io
 import json
 
 import synthrun
-from twgrpo.checks import rollouts
+from twgrpo.checks.postflight import rollouts
 from twgrpo.cli import main
 
 STEPS = 150

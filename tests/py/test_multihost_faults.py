@@ -195,7 +195,7 @@ def test_ephemeral_ports_over_rays_worker_ports(cluster, request):
     assert "the ephemeral port range 1024-65000 holds Ray's worker ports 10002-19999 and the GCS port 6379" in result.output
 
 
-# --- the collective probe (checks/collective.py), over Gloo: the stub GPUs cannot run NCCL ---
+# --- the collective probe (checks/rounds/collective.py), over Gloo: the stub GPUs cannot run NCCL ---
 
 def test_the_collective_probe_meets_over_gloo_on_both_hosts(cluster, request):
     result = preflight(cluster, request, collective="gloo")

@@ -109,7 +109,7 @@ def test_gpus_are_given_to_hosts(gpus, nodes, per, expected):
 
 
 def test_the_profile_is_two_hosts_of_one_gpu_with_dividing_batches():
-    from twgrpo.checks import sizes
+    from twgrpo.checks.rules import sizes
     from twgrpo.run.profile import load_profile
     profile, base = load_profile("smoke-2x1"), load_profile("smoke-1x1")
     assert (profile.NODES, profile.GPUS_PER_NODE, profile.world_size) == (2, 1, 2)

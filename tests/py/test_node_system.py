@@ -8,7 +8,9 @@ import time
 
 import pytest
 from test_preflight_checks import change, context, ids
-from twgrpo.checks import node_network, node_system, probe_system, reach
+from twgrpo.checks.preflight import node_network, node_system
+from twgrpo.checks.nodeside import probe_system
+from twgrpo.checks.rounds import reach
 
 GIB = 1 << 30
 LOOPBACK_ONLY = {"addresses": ["127.0.1.1"]}

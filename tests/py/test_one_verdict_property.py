@@ -21,7 +21,7 @@ import pytest
 from prep import outcome, submit
 from realruns import copy_runs
 from test_one_verdict import FakeJobs  # a job server whose job has ended with a status
-from twgrpo.checks.audit import EXIT_PARTIAL
+from twgrpo.checks.postflight.audit import EXIT_PARTIAL
 from twgrpo.report import runs
 from twgrpo.run import command, glance
 from views import quiet, report_view, statuses
@@ -238,7 +238,7 @@ def _submit_says(capsys, root: Path, run_id: str, status: str) -> None:
 @pytest.fixture(autouse=True)
 def no_wait_for_driver_log(monkeypatch):
     """Postflight gives a lagging driver.log a few seconds; these folders are complete."""
-    from twgrpo.checks import launcher_records
+    from twgrpo.checks.postflight import launcher_records
     monkeypatch.setattr(launcher_records, "DRIVER_LOG_WAIT_S", 0.0)
 
 

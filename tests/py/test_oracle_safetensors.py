@@ -16,7 +16,7 @@ np = pytest.importorskip("numpy")
 from safetensors import safe_open  # noqa: E402
 from safetensors.numpy import save_file as save_numpy  # noqa: E402
 from safetensors.torch import save_file as save_torch  # noqa: E402
-from twgrpo.checks import weights  # noqa: E402
+from twgrpo.checks.inputs import weights  # noqa: E402
 from twgrpo.formats import safetensors  # noqa: E402
 
 

@@ -23,7 +23,7 @@ import torch.distributed as dist  # noqa: E402
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.fsdp import fully_shard  # noqa: E402
 from torch.distributed.tensor import DTensor, Shard  # noqa: E402
-from twgrpo.checks import checkpoint  # noqa: E402
+from twgrpo.checks.checkpoint import checkpoint  # noqa: E402
 from twgrpo.formats import torchpickle, torchstubs, torchzip, zipwalk  # noqa: E402
 
 REAL = sorted((Path(__file__).resolve().parents[1] / "fixtures").rglob("*.pt"))

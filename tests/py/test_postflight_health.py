@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import tbevents
-from twgrpo.checks import health
+from twgrpo.checks.postflight import health
 from twgrpo.cli import main
 from twgrpo.formats import causes
 from twgrpo.run.profile import load_profile, with_overrides

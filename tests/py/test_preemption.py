@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from twgrpo.checks import attempt
+from twgrpo.checks.resume import attempt
 from twgrpo.cli import main
 from twgrpo.run.runfolder import NAME
 from twgrpo.run import command, heartbeat, jobidentity, processes

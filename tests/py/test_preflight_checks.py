@@ -7,7 +7,8 @@ import re
 import sys
 
 import pytest
-from twgrpo.checks import preflight, probe
+from twgrpo.checks.preflight import preflight
+from twgrpo.checks.nodeside import probe
 from twgrpo.run.findings import Check, Skip, finding, run_checks
 from twgrpo.run.profile import load_profile, with_overrides
 
@@ -230,7 +231,7 @@ def test_a_check_declared_before_what_it_needs_is_refused():
 @pytest.mark.parametrize("module", ["inputs", "preflight", "postflight"])
 def test_every_phase_declares_its_checks_in_order(module):
     import importlib
-    checks = importlib.import_module(f"twgrpo.checks.{module}").CHECKS
+    checks = importlib.import_module(f"twgrpo.checks.{module}.{module}").CHECKS
     from twgrpo.run.findings import order_problems
     assert order_problems(checks) == []
 

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from twgrpo.checks.resume import _driver_alive
+from twgrpo.checks.resume.resume import _driver_alive
 from twgrpo.run import processes
 
 

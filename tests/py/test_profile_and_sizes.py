@@ -1,6 +1,6 @@
 """Profiles parse strictly; batch sizes are judged as verl 0.6.0 would judge them."""
 import pytest
-from twgrpo.checks import sizes
+from twgrpo.checks.rules import sizes
 from twgrpo.run.findings import UsageError
 from twgrpo.run.profile import load_profile, parse_profile_text, with_overrides
 
@@ -70,7 +70,7 @@ def test_a_recorded_profile_value_cannot_smuggle_in_another_key(tmp_path, capsys
 def test_a_profile_without_row_counts_waits_for_pin_inputs_to_measure_them():
     """A new profile carries no tutorial counts: it parses, its row rules wait, and the pins check
     names the counts with the hashes (check-profile: INP-E070)."""
-    from twgrpo.checks.recipe import check_input_pins
+    from twgrpo.checks.rules.recipe import check_input_pins
     text = load_profile(None).path.read_text()
     text = "\n".join(line for line in text.splitlines()
                      if not line.startswith(("TRAIN_ROWS=", "TEST_ROWS=")))

@@ -8,7 +8,7 @@ import pytest
 from test_preflight_checks import context
 from test_recipe import profile_file
 from twgrpo import cli
-from twgrpo.checks import preflight
+from twgrpo.checks.preflight import preflight
 from twgrpo.run import command
 from twgrpo.run.profile import ProfileError, load_profile, parse_profile_text, with_overrides
 

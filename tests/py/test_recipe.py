@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from twgrpo import cli
-from twgrpo.checks import command_record, recipe
+from twgrpo.checks.postflight import command_record
+from twgrpo.checks.rules import recipe
 from twgrpo.run import command
 from twgrpo.run.findings import UsageError
 from twgrpo.run.profile import load_profile
@@ -208,7 +209,7 @@ def postflight_ids(run, path):
 
 
 def test_validation_the_profile_asks_for_is_checked_in_tensorboard(tmp_path):
-    from twgrpo.checks.validation import expected_steps
+    from twgrpo.checks.postflight.validation import expected_steps
     assert expected_steps(5, True, 1, 12) == {0, 5, 10, 12}
     assert expected_steps(-1, True, 4, 12) == {3}
     run, path = synth_validated(tmp_path, [0, 1, 2], TEST_FREQ=1, VAL_BEFORE_TRAIN="true")

@@ -16,7 +16,7 @@ from tbwrite import write_events  # runs of 5,000 and 20,000 steps, written fast
 from twgrpo.formats import bounded, tfevents
 from twgrpo.run import humane, runverdict
 from twgrpo.cli import main
-from twgrpo.checks.postflight import REQUIRED_SCALARS
+from twgrpo.checks.postflight.postflight import REQUIRED_SCALARS
 from twgrpo.run.profile import load_profile
 from twgrpo.report import runview
 from twgrpo.report.runview import MAX_SAMPLE_CHARS

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from twgrpo.cli import main
-from twgrpo.checks.postflight import REQUIRED_SCALARS
+from twgrpo.checks.postflight.postflight import REQUIRED_SCALARS
 
 FIXTURE = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run").glob("smoke-*"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

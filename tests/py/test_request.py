@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from twgrpo.checks import request
+from twgrpo.checks.rules import request
 from twgrpo.run import runid
 from twgrpo.run.findings import UsageError
 from twgrpo.run.profile import load_profile, parse_profile_text

@@ -7,7 +7,8 @@ from test_preflight_checks import context
 from test_recipe import profile_file, resolved_ctx
 from test_report import report
 from twgrpo import cli
-from twgrpo.checks import command_record, preflight
+from twgrpo.checks.postflight import command_record
+from twgrpo.checks.preflight import preflight
 from twgrpo.run import command
 from twgrpo.run.profile import load_profile
 from prep.volume import pin

@@ -3,7 +3,7 @@ line-by-line reader gives it, row for row, on good and on hostile files."""
 import json
 
 import pytest
-from twgrpo.checks import rollouts
+from twgrpo.checks.postflight import rollouts
 
 
 def row(step=3, **extra):

@@ -81,7 +81,7 @@ BAD = ["", "a" * (runid.MOST + 1), "x/y", "../x", ".x", "-x", "_x", "x y", "x\n"
 def _refusals(text):
     """Whether each entry point that takes a RUN_ID refuses text."""
     from prep import jobspec
-    from twgrpo.checks import request
+    from twgrpo.checks.rules import request
     out = {"runid": not runid.is_run_id(text)}
     out["launch"] = any("RUN_ID" in str(p) for p in request.variable_problems(
         {"STORAGE_ROOT": "/mnt", "RUN_ID": text}))

@@ -1,9 +1,9 @@
 """A batch of small shards asks the kernel for the next file while it checks one
-(checks/shards.py), so a cold read overlaps the check; only regular files are asked for."""
+(checks/checkpoint/shards.py), so a cold read overlaps the check; only regular files are asked for."""
 import os
 
 import torchlike
-from twgrpo.checks import shards
+from twgrpo.checks.checkpoint import shards
 
 
 def test_a_batch_asks_for_the_next_file_while_it_checks_one(tmp_path, monkeypatch):

@@ -1,11 +1,11 @@
-"""Checkpoint shards checked in parallel (checks/shards.py): the same verdict for every file as
+"""Checkpoint shards checked in parallel (checks/checkpoint/shards.py): the same verdict for every file as
 the one-file check, big files split across workers, a progress line on a terminal only."""
 import io
 
 import pytest
 import synthrun
 import torchlike
-from twgrpo.checks import shards
+from twgrpo.checks.checkpoint import shards
 
 
 @pytest.fixture

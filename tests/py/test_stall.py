@@ -1,4 +1,4 @@
-"""The training watchdog (checks/stall.py): its clock, a real process group it stops when the
+"""The training watchdog (checks/watch/stall.py): its clock, a real process group it stops when the
 step lines stop (TERM, then KILL after the grace), one it leaves alone, the evidence it gathers
 from a real Ray cluster (a hung actor's stack, the ranks' flight-recorder pipes), and
 postflight's finding from its record."""
@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from twgrpo.checks.stall import LogFollower, StallClock
-from twgrpo.checks.stall_nodes import request_dumps
+from twgrpo.checks.watch.stall import LogFollower, StallClock
+from twgrpo.checks.watch.stall_nodes import request_dumps
 from twgrpo.run import command
 from twgrpo.cli import main
 from verification import failed_ids
@@ -178,7 +178,7 @@ def test_postflight_reports_the_stall(tmp_path, capsys):
 
 
 def test_only_verls_metrics_lines_count_as_steps():
-    from twgrpo.checks.stall import step_of
+    from twgrpo.checks.watch.stall import step_of
     assert step_of("\x1b[36m(TaskRunner pid=5559)\x1b[0m step:2 - global_seqlen/min:878 - "
                    "training/global_step:2 - training/epoch:0") == 2
     assert step_of("step:3 - actor/lr:1e-06 - training/global_step:3") == 3
@@ -199,7 +199,7 @@ def test_the_follower_reads_to_the_end_and_starts_again_when_the_log_is_replaced
 
 
 def test_a_growing_checkpoint_is_a_sign_of_life_not_a_stall(tmp_path):
-    from twgrpo.checks.stall import checkpoint_activity
+    from twgrpo.checks.watch.stall import checkpoint_activity
     assert checkpoint_activity(tmp_path) == ()
     actor = tmp_path / "checkpoints" / "global_step_10" / "actor"
     actor.mkdir(parents=True)
@@ -251,6 +251,6 @@ def test_a_step_beyond_the_runs_range_is_not_a_step():
 
 
 def test_the_watchdog_reads_its_step_range_from_run_json(tmp_path):
-    from twgrpo.checks import stall
+    from twgrpo.checks.watch import stall
     assert stall.max_step(FIXTURE) > 0
     assert stall.max_step(tmp_path) == 0  # no run.json: any step counts

@@ -11,7 +11,7 @@ import yaml
 
 from test_recipe import profile_file
 from twgrpo import cli
-from twgrpo.checks import recipe, verl_keys
+from twgrpo.checks.rules import recipe, verl_keys
 from twgrpo.formats import yamlsubset
 from twgrpo.run.findings import run_checks
 from twgrpo.run.profile import load_profile

@@ -5,8 +5,8 @@ import struct
 
 import pytest
 
-from twgrpo.checks import weights
-from twgrpo.checks.inputs import required_files
+from twgrpo.checks.inputs import weights
+from twgrpo.checks.inputs.inputs import required_files
 from twgrpo.formats import sums
 from twgrpo.run.profile import load_profile, with_overrides
 

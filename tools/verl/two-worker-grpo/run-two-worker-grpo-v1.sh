@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=43821ab7f75ead78e3cc6585eb41a691bb355e2b5b263be34eb9365a036e95ef
+readonly BUNDLE_SUMS_SHA256=e39974081267144e81ebcdb7364c018b6a9954700e41a57f6ecc603cbee34550
 readonly BUNDLE_CHECK_SHA256=6b5db533fb7eef153faedcca675a3c1c65f96fd72783eac312c58e7a37704c18
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
@@ -157,11 +157,11 @@ for path in sys.argv[1:]:
   python3 -I -S -B "$CHECKER" "$BUNDLE_DIR" "$LAUNCHER_NAME" || exit 1
 }
 
-check_request() {  # every job variable, the profile and the volume (twgrpo/checks/request.py)
+check_request() {  # every job variable, the profile and the volume (twgrpo/checks/rules/request.py)
   local settings
   settings=$(verify request) || exit 2
   eval "$settings"  # KEY='value' lines, each value quoted by shlex
-  export RUN_ID  # a retry's next attempt (<RUN_ID>.N) is decided there (checks/attempt.py)
+  export RUN_ID  # a retry's next attempt (<RUN_ID>.N) is decided there (checks/resume/attempt.py)
 }
 
 # --- preemption: the heartbeat (twgrpo/run/heartbeat.py) ---
@@ -408,7 +408,7 @@ export_environment() {
 train_and_log() {  # the training command, teed to training.log; exits with its status
   set +m
   # The training watchdog shares this phase's process group: it ends once the rest of the
-  # group has, or stops the group when no step line comes in time (twgrpo/checks/stall.py).
+  # group has, or stops the group when no step line comes in time (twgrpo/checks/watch/stall.py).
   # (An if, not `test || cmd &`: that would leave a subshell between the group and the watcher.)
   if [[ "$STALL_FIRST_STEP" != off ]]; then
     python3 -I -B "$VERIFY" watch-training --run-dir "$RUN_DIR" --first-step-seconds "$STALL_FIRST_STEP" \

@@ -5,11 +5,12 @@ holds the order):
 
     formats/  byte-format readers: parquet, TFRecord, torch.save zips, safetensors, logs, sums
     run/      the run model: profile, findings and their catalog, run folder, records, verdict
-    checks/   the phases' checks: inputs, preflight (Ray probes), training's resume, postflight
+    checks/   the phases' checks, one room each: inputs, rules, preflight with its rounds and
+              node-side probes, postflight, checkpoint, resume, the training watchdog
     report/   what people read: the HTML page, its SVG, the text summary, the runs listing
 
 cli.py (the command line) and launch.py (what the launcher asks for) sit on top and may import
 any layer. Every check is a function ``check_<thing>(ctx) -> list[Finding]``; all checks of a
-phase run and are reported. ``ray`` is imported only inside the cluster probe (checks/probe.py,
-checks/preflight.py, and the reachability round, checks/reach.py).
+phase run and are reported. ``ray`` is imported only in what talks to the cluster (the preflight
+phase, its rounds and node-side probes, the checkpoint fan-out and the watchdog's evidence).
 """

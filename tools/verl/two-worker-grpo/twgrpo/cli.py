@@ -11,7 +11,11 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .checks import inputs, postflight, preflight, recipe, stall
+from .checks.inputs import inputs
+from .checks.postflight import postflight
+from .checks.preflight import preflight
+from .checks.rules import recipe
+from .checks.watch import stall
 from . import launch
 from .report import compare, runs, summary
 from .run import failedchecks

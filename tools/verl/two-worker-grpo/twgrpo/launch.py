@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .checks import request
+from .checks.rules import request
 from .formats import bounded
 from .formats.hashing import sha256_file
 from .run import command, jobidentity, processes, runrecord
@@ -51,7 +51,7 @@ def env(args: argparse.Namespace, profile: Profile) -> int:
 
 def training_command(args: argparse.Namespace, profile: Profile) -> int:
     """From the run's own record when there is one: its SAVE_FREQ and its resume lineage."""
-    from .checks.resumed import recorded_step
+    from .checks.resume.resumed import recorded_step
     folder = RunFolder.at(args.storage_root, args.run_id)
     resume_step = None
     if runrecord.exists(folder):
@@ -66,7 +66,7 @@ def training_command(args: argparse.Namespace, profile: Profile) -> int:
 
 def resume(args: argparse.Namespace, profile: Profile) -> int:
     """The resume phase (RESUME_FROM), with the profile this run recorded (its SAVE_FREQ)."""
-    from .checks import resume as phase
+    from .checks.resume import resume as phase
     folder = RunFolder.at(args.storage_root, args.run_id)
     return phase.main(args, runrecord.profile(folder) if runrecord.exists(folder) else profile)
 
@@ -124,8 +124,8 @@ def heartbeat(args: argparse.Namespace, profile: Profile) -> int:
 
 def attempt(args: argparse.Namespace, profile: Profile) -> int:
     """RUN_ID= and RESUME_FROM= for this launch: the next attempt of a stopped run of the same
-    job, RESUME_FROM=auto resolved (checks/attempt.py); notes as NOTE= lines."""
-    from .checks.attempt import plan
+    job, RESUME_FROM=auto resolved (checks/resume/attempt.py); notes as NOTE= lines."""
+    from .checks.resume.attempt import plan
     run_id, resume_from, notes = plan(args.storage_root, args.run_id, args.resume_from or "",
                                       profile.PROFILE_NAME, args.bundle_sums_sha256,
                                       jobidentity.of(os.environ))

@@ -1,6 +1,6 @@
 """The cause a fatal training-log line names, when it names one: host memory, disk, port, shared
 memory, GPU mapping, open files, the first collective, Gloo's mesh. Each cause has its own
-finding in postflight (checks/health.py), so the fix is specific, not "read the log".
+finding in postflight (checks/postflight/health.py), so the fix is specific, not "read the log".
 
 Only lines the log reader parses reach classify(): every pattern's line holds "Error",
 "NCCL WARN", "ProcessGroupNCCL" or Ray's "Memory on the node" (trainlines.ANCHORED), which

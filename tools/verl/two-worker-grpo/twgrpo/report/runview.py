@@ -17,7 +17,7 @@ from ..formats import bounded, tfevents
 from ..run import budget, runrecord, typed
 from ..run.findings import Finding, finding
 from ..run.humane import parse_time
-from ..checks.postflight import REQUIRED_SCALARS
+from ..checks.postflight.postflight import REQUIRED_SCALARS
 from ..run.runverdict import PHASE_RECORDS, Verdict, failed_fields, latest_verdict
 from . import lineage as lineage_view
 from .shardlist import checkpoint_shards

@@ -96,7 +96,7 @@ def flight_pipe_prefix(run_id: str) -> str:
 def flight_recorder_env(run: Path) -> Dict[str, str]:
     """torch's NCCL flight recorder on every rank: the last collectives kept in memory, dumped to
     <run>/nccl-flight/rank_<N> when a collective times out or when the training watchdog writes
-    to the rank's pipe (flight_pipe_prefix, checks/stall.py). Both spellings torch has used are
+    to the rank's pipe (flight_pipe_prefix, checks/watch/stall.py). Both spellings torch has used are
     set."""
     dumps = str(run / FLIGHT_RECORDER / "rank_")
     return {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_FR_BUFFER_SIZE": "2000",

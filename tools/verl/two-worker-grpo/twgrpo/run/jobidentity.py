@@ -3,7 +3,7 @@
 A retry of a job (KubeRay's backoffLimit, a Slurm requeue) runs the same command again with the
 same platform name for the job; an unrelated launch that happens to reuse a RUN_ID has another
 name, or none. run.json records it (job_identity), and a launch only continues attempts that
-carry its own (checks/attempt.py): a folder it did not make is never adopted.
+carry its own (checks/resume/attempt.py): a folder it did not make is never adopted.
 
 The sources, first one present wins:
   ray-job   the Ray Jobs submission id: RAY_JOB_SUBMISSION_ID, or the job_submission_id in the

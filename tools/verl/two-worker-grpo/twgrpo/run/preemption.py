@@ -17,7 +17,7 @@ from .runfolder import RunFolder
 
 STOP_SIGNALS = ("TERM", "INT", "HUP", "KILL", "unknown")  # unknown: the watchdog saw the launcher die
 SHARDS = ("model", "optim", "extra_state")
-STOPPED_ID = "POST-E170"  # postflight's one finding for a stopped run (checks/stopped.py)
+STOPPED_ID = "POST-E170"  # postflight's one finding for a stopped run (checks/postflight/stopped.py)
 
 
 @dataclasses.dataclass

@@ -3,7 +3,7 @@
 A RUN_ID names its run folder on every file system and in every job form, so it is letters,
 digits, '.', '_' and '-', starting with a letter or digit (never '/', '..' or a newline), at
 most MOST characters. A retry of a stopped run becomes the next attempt, <RUN_ID>.2 up to
-<RUN_ID>.99 (checks/attempt.py). The launcher, the verifiers and prep/ all ask this module.
+<RUN_ID>.99 (checks/resume/attempt.py). The launcher, the verifiers and prep/ all ask this module.
 """
 from __future__ import annotations
 

@@ -1,0 +1,57 @@
+"""Checkpoint shards without torch: each must be a whole archive laid out as torch.save writes."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from . import shards
+from ...run.findings import Finding, finding, mismatch
+from ...run.records import read_json
+from ...run.runfolder import RunFolder
+
+SHARD_KINDS = ("model", "optim", "extra_state")
+
+
+def shard_problem(path: Path) -> Optional[Tuple[str, str]]:
+    """None if the file is a whole torch.save archive, else (kind, what is wrong): kind is
+    'missing', 'damaged' (cut off, CRC) or 'layout' (not what torch.save writes)."""
+    return shards.problem(path)[0]
+
+
+def step_findings(run_dir: Path, step: int, world: int,
+                  check_files: Callable[..., Dict[Path, Any]] = shards.check_files
+                  ) -> Tuple[List[Finding], Dict[str, Any]]:
+    """Postflight's checks of one checkpoint folder, checkpoints/global_step_<step>/, and its
+    evidence; resume (twgrpo/resume.py) picks the checkpoint it continues from with them too."""
+    step_dir = RunFolder(run_dir).checkpoints / f"global_step_{step}"
+    actor = step_dir / "actor"
+    found, files = [], {}
+    paths = [(kind, rank, actor / f"{kind}_world_size_{world}_rank_{rank}.pt")
+             for kind in SHARD_KINDS for rank in range(world)]
+    problems = check_files([p for _, _, p in paths] + [step_dir / "data.pt"])
+    for kind, rank, path in paths:
+        problem = problems[path]
+        if problem and problem[0] == "missing":
+            found.append(finding("POST-E021", str(path), f"no {kind} shard for rank {rank}"))
+        elif problem:
+            found.append(finding("POST-E032" if problem[0] == "layout" else "POST-E022",
+                                 str(path), problem[1]))
+        else:
+            files[str(path.relative_to(run_dir))] = path.stat().st_size
+    config_path = actor / "fsdp_config.json"
+    try:
+        config = read_json(config_path)
+    except (OSError, ValueError, RecursionError) as exc:
+        config = f"unreadable ({exc})"
+    want = {"FSDP_version": 2, "world_size": world}
+    if config != want:
+        found.append(mismatch("POST-E023", str(config_path), "fsdp_config.json", want, config))
+    problem = problems[step_dir / "data.pt"]
+    if problem:
+        found.append(finding("POST-E024", str(step_dir / "data.pt"), f"dataloader state: {problem[1]}"))
+    hf_config = actor / "huggingface" / "config.json"
+    try:
+        read_json(hf_config)
+    except (OSError, ValueError, RecursionError) as exc:
+        found.append(finding("POST-E024", str(hf_config), f"Hugging Face config unreadable ({exc})"))
+    return found, {"path": str(step_dir), "fsdp_config": config, "shards": files}

@@ -1,0 +1,200 @@
+"""Rank placement from the training log: which process on which node held each rank.
+
+Evidence, all from the log: one NCCL communicator of world size W whose ranks 0..W-1 each
+logged Init START and COMPLETE from one consistent process (host, pid, devices), each rank's
+Gloo full mesh (W-1 peers), the profile's NCCL transport (socket: NCCL_IB_DISABLE=1 and NET/Socket
+on the node's IP; ib: NET/IB with its devices and the IB network), and G ranks on each of the N
+nodes that preflight.json recorded.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from ...run.findings import Finding, finding, mismatch
+from ...formats import bounded
+from ...formats.trainlines import Transport
+from ...formats.trainlog import InitEvent, LogScan
+from ...run.runfolder import NAME
+
+PER_NODE_LIMIT = 64 << 10  # preflight.json holds each node's probe, about 6 KB each
+PER_NODE_MEMORY = 256 << 10  # and what parsing that much JSON may cost (bounded.cost)
+KEPT = ("hostname", "node_id", "node_ip", "gpu_node")
+Unreadable = bounded.Unreadable
+
+
+def read_preflight(path, nodes: int) -> Any:
+    """What placement needs from preflight.json: its status and each worker's hostname, node id
+    and IP (a value that is not an object is returned as it is, for the caller to name). The
+    file grows with the nodes (each one's whole probe), so it is read with bounds that grow with
+    them too, and only those fields are kept. Raises bounded.Unreadable."""
+    record = bounded.read_json(path, max(bounded.RECORD_LIMIT, nodes * PER_NODE_LIMIT),
+                               max(bounded.MEMORY, nodes * PER_NODE_MEMORY))
+    if not isinstance(record, dict):
+        return record
+    kept = {k: record[k] for k in ("status", "workers") if k in record}
+    if isinstance(kept.get("workers"), list):
+        kept["workers"] = [{k: w[k] for k in KEPT if k in w} if isinstance(w, dict) else w
+                           for w in kept["workers"]]
+    return kept
+
+
+def rank_ranges(ranks: List[int]) -> str:
+    """0-7, 16, 18-19: sorted ranks as short ranges."""
+    parts, start = [], None
+    for i, rank in enumerate(ranks):
+        if start is None:
+            start = rank
+        if i + 1 == len(ranks) or ranks[i + 1] != rank + 1:
+            parts.append(str(start) if start == rank else f"{start}-{rank}")
+            start = None
+    return ", ".join(parts)
+
+
+def communicators(scan: LogScan, world: int) -> Dict[str, Dict[int, Dict[str, List[InitEvent]]]]:
+    comms: Dict[str, Dict[int, Dict[str, List[InitEvent]]]] = {}
+    for (comm, rank), phases in scan.inits.items():
+        if any(e.nranks == world for events in phases.values() for e in events):
+            comms.setdefault(comm, {})[rank] = phases
+    return comms
+
+
+def comm_problems(comm: str, ranks: Dict[int, Dict[str, List[InitEvent]]],
+                  world: int) -> List[Finding]:
+    found = []
+    for rank in range(world):
+        phases = ranks.get(rank, {})
+        missing = [p for p in ("START", "COMPLETE") if not phases.get(p)]
+        if missing:
+            found.append(finding("POST-E008", f"commId {comm} rank {rank}",
+                                 f"no Init {' or '.join(missing)} line for rank {rank} "
+                                 f"of this world-size-{world} communicator"))
+            continue
+        places = {e.placement() for events in phases.values() for e in events}
+        if len(places) > 1:
+            found.append(finding("POST-E009", f"commId {comm} rank {rank}",
+                                 f"rank {rank} is claimed by {len(places)} processes: "
+                                 + "; ".join(f"{h} pid {p} cudaDev {c}" for h, p, c, _, _ in sorted(places))))
+    extra = sorted(r for r in ranks if r >= world)
+    if extra:
+        found.append(finding("POST-E009", f"commId {comm}", f"ranks {extra} exceed world size {world}"))
+    if not found:
+        processes = {(ranks[r]["START"][0].host, ranks[r]["START"][0].pid) for r in range(world)}
+        if len(processes) != world:
+            found.append(finding("POST-E009", f"commId {comm}", f"{world} ranks run in only "
+                                 f"{len(processes)} processes"))
+    return found
+
+
+def socket_problems(transport: Optional[Transport], node_ip: str) -> List[str]:
+    """NCCL_TRANSPORT=socket (the tutorial's): IB disabled, the Socket network on the node's IP."""
+    if transport is None:
+        return ["no NCCL transport lines"]
+    problems = []
+    if transport.ib_disable != ["1"] * len(transport.ib_disable) or not transport.ib_disable:
+        problems.append(f"NCCL_IB_DISABLE set by environment to {transport.ib_disable or 'nothing'}")
+    if transport.networks != {"Socket"}:
+        problems.append(f"network {sorted(transport.networks) or 'not logged'}, not Socket")
+    if node_ip not in transport.socket_ips:
+        problems.append(f"NET/Socket uses {sorted(transport.socket_ips) or 'nothing'}, not "
+                        f"the node IP {node_ip}")
+    return problems
+
+
+def ib_problems(transport: Optional[Transport]) -> List[str]:
+    """NCCL_TRANSPORT=ib: IB not disabled, NET/IB names its devices and the network is IB
+    (a rank on Socket is POST-E150, judged by the caller)."""
+    if transport is None:
+        return ["no NCCL transport lines"]
+    problems = []
+    if "1" in transport.ib_disable:
+        problems.append("NCCL_IB_DISABLE set by environment to 1")
+    if transport.networks != {"IB"}:
+        problems.append(f"network {sorted(transport.networks) or 'not logged'}, not IB")
+    if not transport.ib_devices:
+        problems.append("no NET/IB : Using line naming its IB devices")
+    return problems
+
+
+def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int,
+                gpus_per_node: int, nccl_transport: str = "socket") -> Tuple[List[Finding], Dict[str, Any]]:
+    """Findings and the actor-placement record."""
+    record: Dict[str, Any] = {"expected_actors": world, "expected_nodes": nodes,
+                              "gpus_per_node": gpus_per_node}
+    comms = communicators(scan, world)
+    if not comms:
+        sizes = sorted({e.nranks for ph in scan.inits.values() for ev in ph.values() for e in ev})
+        return [finding("POST-E008", NAME.training_log, f"no NCCL communicator of world size {world} "
+                        f"initialized (sizes seen: {sizes or 'none'})")], record
+    found: List[Finding] = []
+    complete = {}
+    for comm, ranks in sorted(comms.items()):
+        problems = comm_problems(comm, ranks, world)
+        found += problems
+        if not problems:
+            complete[comm] = [ranks[r]["START"][0] for r in range(world)]
+    if not complete:
+        return found, record
+    record["comm_ids"] = sorted(complete)
+    baseline_comm, actors = sorted(complete.items())[0]
+    for comm, other in sorted(complete.items())[1:]:
+        if [e.placement() for e in other] != [e.placement() for e in actors]:
+            found.append(finding("POST-E026", f"commId {comm}", f"rank placement differs from "
+                                 f"commId {baseline_comm}"))
+    workers = {w["hostname"]: w for w in preflight.get("workers", []) if isinstance(w, dict)}
+    fell_back: List[str] = []
+    # Ranks go to the GPU nodes; a CPU-only node (head or worker) is recorded, never counted.
+    rows, counts = [], {w["node_id"]: 0 for w in workers.values() if w.get("gpu_node", True)}
+    strangers: Dict[str, List[int]] = {}
+    for rank, event in enumerate(actors):
+        worker = workers.get(event.host)
+        obj = f"rank {rank} ({event.host} pid {event.pid})"
+        row = {"rank": rank, "hostname": event.host, "pid": event.pid, "cuda_dev": event.cuda,
+               "nvml_dev": event.nvml, "bus_id": event.bus, "class_name": "WorkerDict"}
+        rows.append(row)
+        if worker is None:
+            strangers.setdefault(event.host, []).append(rank)
+            continue
+        row.update(node_id=worker["node_id"], node_ip=worker["node_ip"])
+        counts[worker["node_id"]] = counts.get(worker["node_id"], 0) + 1
+        pid = event.prefix_pid if event.prefix_pid is not None else event.pid
+        gloo = scan.gloo.get((pid, rank), set())
+        if (world - 1, world - 1) not in gloo:
+            found.append(finding("POST-E012", obj, f"no Gloo full-mesh line (connected to {world - 1} "
+                                 f"of {world - 1} peers); seen: {sorted(gloo) or 'none'}"))
+        else:
+            row["connected_peer_ranks"] = world - 1
+        transport = scan.transport.get((event.host, event.pid))
+        if nccl_transport == "ib":
+            if transport is not None and "Socket" in transport.networks:
+                fell_back.append(f"{rank} ({event.host})")
+                continue
+            problems = ib_problems(transport)
+            if problems:
+                found.append(finding("POST-E151", obj, "; ".join(problems)))
+            else:
+                row.update(nccl_transport="IB", rdma_disabled=False,
+                           ib_devices=sorted(transport.ib_devices))
+            continue
+        problems = socket_problems(transport, worker["node_ip"])
+        if problems:
+            found.append(finding("POST-E013", obj, "; ".join(problems)))
+        else:
+            row.update(nccl_transport="Socket", rdma_disabled=True)
+    if strangers:  # one finding per unknown host; preflight's nodes named once
+        found += [finding("POST-E010", f"host {host}", f"{len(ranks)} rank(s) ({rank_ranges(ranks)}) "
+                          f"ran on host {host}, which is not among preflight's {len(workers)} nodes")
+                  for host, ranks in sorted(strangers.items())]
+        found.append(finding("POST-E010", NAME.preflight_json, f"preflight's {len(workers)} nodes: "
+                             + ", ".join(sorted(workers))))
+    if fell_back:
+        found.append(finding("POST-E150", f"{len(fell_back)} of {world} ranks",
+                             f"NCCL_TRANSPORT=ib, but ranks {', '.join(fell_back)} used NCCL's "
+                             "Socket network, not IB", ranks=fell_back))
+    record["actors"] = rows
+    record["node_counts"] = counts
+    shape = sorted(counts.values(), reverse=True)
+    if len(counts) != nodes or any(c != gpus_per_node for c in counts.values()):
+        found.append(mismatch("POST-E011", "actor placement", "ranks per node",
+                              "+".join([str(gpus_per_node)] * nodes),
+                              "+".join(map(str, shape)) or "none", node_counts=counts))
+    return found, record

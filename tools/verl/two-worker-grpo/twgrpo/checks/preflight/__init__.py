@@ -1,0 +1,1 @@
+"""The preflight phase and its judgement of what every node answered."""

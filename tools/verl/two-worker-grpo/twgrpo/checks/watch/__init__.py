@@ -1,0 +1,1 @@
+"""The training watchdog and the evidence it gathers from every node."""
