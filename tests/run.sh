@@ -87,7 +87,7 @@ fetch_verl_wheel() {
 fast() {
   install_venv
   export PATH="$VENV/bin:$PATH"
-  cd "$REPO" && exec python -m pytest -q -p no:cacheprovider -m "not slow" tests/py "$@"
+  cd "$REPO" && exec python -m pytest -q -p no:cacheprovider tests/py/unit "$@"
 }
 
 main() {

@@ -2,7 +2,7 @@
 and the tests); the bundle only reads footers (twgrpo/formats/parquet.py). One row group,
 uncompressed PLAIN pages and only required fields (strings, int64, structs, lists of structs):
 enough for verl's GSM8K rows, and byte-for-byte reproducible, so generated inputs can be pinned
-by hash. pyarrow reads back what it writes (tests/py/test_parquet.py).
+by hash. pyarrow reads back what it writes (tests/py/unit/test_parquet.py).
 """
 from __future__ import annotations
 

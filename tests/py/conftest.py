@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-for path in (REPO / "tools" / "verl" / "two-worker-grpo", REPO, REPO / "tests" / "lib"):
+HERE = Path(__file__).resolve().parent
+# unit/ and functional/ are on the path too: a functional test borrows a unit test's helpers
+for path in (REPO / "tools" / "verl" / "two-worker-grpo", REPO, REPO / "tests" / "lib",
+             HERE / "unit", HERE / "functional"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
@@ -74,28 +77,17 @@ def ray_head(tmp_path_factory):
         shutil.rmtree(short, ignore_errors=True)
 
 
-# The inner loop (make test-fast) leaves out these modules: they start a Ray cluster, namespaced
-# hosts, Slurm, a browser or a venv build, or run the verifier many times on large records.
-# tests/py/test_fast_subset.py fails when a module that starts one of them is missing here.
-SLOW_MODULES = {
-    "test_multihost_cluster", "test_multihost_faults", "test_multihost_gpus_and_shape",
-    "test_multihost_smoke", "test_multihost_submit", "test_multihost_your_run",  # namespaced hosts
-    "test_slurm",  # a real Slurm cluster
-    "test_smoke_env",  # builds venvs from a wheelhouse
-    "test_report_browser", "test_compare_browser",  # headless Chromium
-    "test_stall", "test_fanout", "test_isolated", "test_preemption", "test_progress",  # Ray heads
-    "test_cluster_tasks",
-    "test_submit_checks", "test_submit_spec", "test_jobs_client",  # job servers and processes
-    "test_one_verdict_property", "test_hostile_artifacts", "test_report_scale", "test_scale",
-    "test_gpu_checks_script", "test_records",  # many runs of the verifier, huge records
-}
+# The inner loop (make test-fast) runs unit/ alone; functional/ holds what starts a Ray cluster,
+# namespaced hosts, Slurm, a browser or a venv build, or runs the verifier many times on large
+# records. tests/py/unit/test_fast_subset.py fails when a unit test starts one of them.
+FUNCTIONAL = HERE / "functional"
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: left out of make test-fast (see SLOW_MODULES)")
+    config.addinivalue_line("markers", "slow: a functional test, left out of make test-fast")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.module.__name__.rpartition(".")[2] in SLOW_MODULES:
+        if FUNCTIONAL in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.slow)

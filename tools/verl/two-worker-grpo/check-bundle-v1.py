@@ -27,7 +27,7 @@ VERSIONS = re.compile(r"^(bundle-[0-9a-f]{12}|LATEST|\.installing-[A-Za-z0-9_]+)
 
 
 # The catalog's hints for the ids this checker prints, copied because it imports nothing of the
-# bundle; tests/py/test_launcher_ids.py keeps them equal to twgrpo/run/catalog.py.
+# bundle; tests/py/unit/test_launcher_ids.py keeps them equal to twgrpo/run/catalog.py.
 HINTS = {
     "LAUNCH-E012": "Someone changed an installed file: reinstall (make install-tools FORCE=1); to "
                    "change it on purpose, edit the repo and run make checksums.",

@@ -82,8 +82,8 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=e39974081267144e81ebcdb7364c018b6a9954700e41a57f6ecc603cbee34550
-readonly BUNDLE_CHECK_SHA256=6b5db533fb7eef153faedcca675a3c1c65f96fd72783eac312c58e7a37704c18
+readonly BUNDLE_SUMS_SHA256=1f4a950b63ecc6795bf274a29f27a9b748bc53e854cf457f1185a519068226f1
+readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
 BUNDLE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)

@@ -1,6 +1,6 @@
 """The two-worker GRPO bundle's verifier: standard library only.
 
-Four layers, one folder each; a layer imports only the layers below it (tests/py/test_imports.py
+Four layers, one folder each; a layer imports only the layers below it (tests/py/unit/test_imports.py
 holds the order):
 
     formats/  byte-format readers: parquet, TFRecord, torch.save zips, safetensors, logs, sums

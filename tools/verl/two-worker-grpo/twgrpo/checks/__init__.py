@@ -13,5 +13,5 @@ returns findings:
     watch/       the training watchdog and the evidence it gathers from every node
 
 May import: formats/, run/ and other modules of checks/; ray only in what talks to the cluster
-(tests/py/test_imports.py lists those modules) and torch only in the collective rank.
+(tests/py/unit/test_imports.py lists those modules) and torch only in the collective rank.
 """

@@ -1,7 +1,7 @@
 """A run's verdict from its latest records: SUCCESS only while the records prove it.
 
 One function, so that every reader (make runs, report, postflight, audit, submit, logs) judges a
-run the same way (tests/py/test_one_verdict_property.py holds them to it on real runs' folders).
+run the same way (tests/py/functional/test_one_verdict_property.py holds them to it on real runs' folders).
 The markers SUCCESS and FAILED say what happened when they were written; verification.json is rewritten by
 every postflight, so it is the latest word, and a marker that disagrees with it is a conflict.
 A SUCCESS marker alone proves nothing (anyone can write one): SUCCESS stands only beside the
@@ -25,7 +25,7 @@ from . import glance, runrecord, typed
 from .findings import Finding, finding
 from .runfolder import NAME, RunFolder
 
-# Every check postflight runs, in its order (tests/py/test_run_verdict.py holds it equal to
+# Every check postflight runs, in its order (tests/py/unit/test_run_verdict.py holds it equal to
 # checks.postflight.CHECKS): a verification.json without all of them passed proves no SUCCESS.
 POSTFLIGHT_CHECKS = ("training-log", "fatal-markers", "completion-markers", "resolved-command",
                      "inputs-record", "inputs-unchanged", "launcher-records", "rank-placement", "tensorboard-scalars",

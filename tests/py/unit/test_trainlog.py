@@ -1,0 +1,102 @@
+"""The streaming log scan equals a plain line-by-line parse, whatever the block and segment
+sizes, and reads the real run's log correctly."""
+import re
+from pathlib import Path
+
+import pytest
+import synthrun
+from twgrpo.formats import trainlog
+
+REAL_LOG = next((Path(__file__).resolve().parents[2] / "fixtures" / "real-smoke-run").glob("smoke-*")) / "training.log"
+# the one rank's worker, as Ray's line prefix names it
+PID = int(re.search(r"\(WorkerDict pid=(\d+)\)", REAL_LOG.read_text()).group(1))
+HOSTS = [{"hostname": f"worker-{i}", "ip": f"10.231.0.{10 + i}"} for i in range(8)]
+
+
+def line_by_line(path):
+    """The reference: every line through the parser, no keyword search, one process."""
+    scan = trainlog.LogScan()
+    with open(path, "rb") as stream:
+        for number, raw in enumerate(stream, 1):
+            trainlog._parse_line(scan, number, raw.rstrip(b"\n").decode("utf-8", "replace"))
+            scan.lines = number
+    return scan
+
+
+def synthesized(tmp_path, **options):
+    lines = synthrun.training_log(HOSTS[:4], [2, 2, 2, 2], 2, "/runs/x", noise=300, **options)
+    path = tmp_path / "training.log"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_real_log_yields_its_rank_and_transport_evidence():
+    scan = trainlog.scan_log(str(REAL_LOG))
+    assert scan.lines == REAL_LOG.read_bytes().count(b"\n")
+    assert scan.fatal_count == 0
+    assert scan.total_steps == {2} and 2 in scan.global_steps
+    (comm, rank), phases = next(iter(scan.inits.items()))
+    assert rank == 0 and sorted(phases) == ["COMPLETE", "START"]
+    start = phases["START"][0]
+    assert (start.host, start.pid, start.cuda, start.bus, start.nranks, start.prefix_pid) == ("vm", PID, 0, "60", 1, PID)
+    transport = scan.transport[("vm", PID)]
+    assert transport.ib_disable == ["1"] and transport.networks == {"Socket"}
+    assert transport.socket_ips == {"192.0.2.2"}
+    assert scan.gloo == {(PID, 0): {(0, 0)}}
+
+
+def test_the_real_log_scans_like_the_line_by_line_reference():
+    assert trainlog.scan_log(str(REAL_LOG)) == line_by_line(REAL_LOG)
+
+
+@pytest.mark.parametrize("block,segment,jobs", [(1 << 12, 1 << 14, 1), (1 << 12, 1 << 14, 3),
+                                                (777, 5000, 2), (1 << 20, 1 << 26, 1)])
+def test_blocks_and_segments_do_not_change_the_result(tmp_path, monkeypatch, block, segment, jobs):
+    path = synthesized(tmp_path, nccl_warn=True)
+    with open(path, "a") as stream:
+        stream.write("last line without a newline: Traceback (most recent call last)")
+    monkeypatch.setattr(trainlog, "BLOCK", block)
+    monkeypatch.setattr(trainlog, "SEGMENT", segment)
+    assert trainlog.scan_log(str(path), jobs=jobs) == line_by_line(path)
+
+
+def test_fatal_markers_keep_their_line_numbers_across_segments(tmp_path, monkeypatch):
+    path = tmp_path / "training.log"
+    lines = [f"filler line {i}" for i in range(5000)]
+    lines[4321] = "(WorkerDict pid=7) torch.OutOfMemoryError: CUDA out of memory."
+    path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(trainlog, "SEGMENT", 10_000)
+    scan = trainlog.scan_log(str(path), jobs=2)
+    assert scan.lines == 5000
+    assert scan.fatal == [(4322, "out-of-memory", "(WorkerDict pid=7) torch.OutOfMemoryError: CUDA out of memory.")]
+
+
+@pytest.mark.parametrize("text,marker", [
+    ("Traceback (most recent call last):", "python-traceback"),
+    ("Error executing job with overrides: []", "hydra-error"),
+    ("ray.exceptions.RayTaskError(RuntimeError): boom", "ray-task-error"),
+    ("ray.exceptions.ActorDiedError: The actor died", "ray-actor-died"),
+    ("node:1:2 [0] NCCL WARN Call to connect returned Connection refused", "nccl-warn-or-error"),
+    ("torch.distributed.DistBackendError: ncclInvalidUsage: This usually reflects invalid usage", "nccl-error-code"),
+    ("[rank0]:[E] ProcessGroupNCCL's watchdog got stuck", "nccl-watchdog"),
+    ("Fatal Python error: Segmentation fault", "segfault"),
+    ("line 12: 4242 Killed python3 -m verl.trainer.main_ppo", "killed"),
+])
+def test_each_fatal_marker_is_found_behind_a_ray_prefix(tmp_path, text, marker):
+    path = tmp_path / "training.log"
+    path.write_text(f"ok line\n\x1b[36m(WorkerDict pid=9, ip=10.0.0.2)\x1b[0m {text}\nok line\n")
+    scan = trainlog.scan_log(str(path))
+    assert [(n, name) for n, name, _ in scan.fatal] == [(2, marker)]
+
+
+def test_benign_lines_are_not_fatal(tmp_path):
+    path = tmp_path / "training.log"
+    path.write_text("INFO Using network Socket\nerrors=0 killed_workers=0\nno Error here? ErrorRate: 0\n")
+    assert trainlog.scan_log(str(path)).fatal == []
+
+
+def test_fatal_samples_are_bounded_but_all_are_counted(tmp_path):
+    path = tmp_path / "training.log"
+    path.write_text("NCCL WARN x\n" * 1000)
+    scan = trainlog.scan_log(str(path))
+    assert scan.fatal_count == 1000 and len(scan.fatal) == trainlog.FATAL_SAMPLES
