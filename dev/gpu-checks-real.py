@@ -29,7 +29,7 @@ from twgrpo.checks.nodeside import gpu_health_probe, limits_probe
 from twgrpo.checks.rounds import node_collective  # noqa: E402
 from twgrpo.run.profile import load_profile, with_overrides  # noqa: E402
 
-RANK = ("import json, sys; from twgrpo.checks.collective_rank import collective_rank; "
+RANK = ("import json, sys; from twgrpo.checks.nodeside.collective_rank import collective_rank; "
         "print('RESULT ' + json.dumps(collective_rank(json.loads(sys.argv[1]))))")
 
 

@@ -399,7 +399,7 @@ def test_ray_is_found_on_pythonpath_after_the_standard_library(tmp_path):
         "def init(**kw):\n    raise ConnectionError('this ray came from PYTHONPATH')\n")
     (tmp_path / "json.py").write_text("raise SystemExit('PYTHONPATH shadowed the standard library')\n")
     probe = ("import sys; sys.path.insert(0, sys.argv[1]); import json\n"
-             "from twgrpo.checks.preflight import check_ray_connection\n"
+             "from twgrpo.checks.preflight.preflight import check_ray_connection\n"
              "print([(f.id, f.message) for f in check_ray_connection(None)], json.__file__)")
     done = subprocess.run([python, "-I", "-B", "-c", probe, str(BUNDLE)], capture_output=True,
                           text=True, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
