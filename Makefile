@@ -18,7 +18,7 @@ REPORT_REFERENCE ?=# make report: a run beside RUN_ID drawn as a second series (
 AGAINST ?=# make compare: the reference run(s) RUN_ID is compared with, space-separated
 TOLERANCE ?=# make compare: relative tolerance of a metric's end value, e.g. 0.05 or 5% (empty: 5%)
 COMPARE_HTML ?=# make compare: write the page here (empty: runs/verl/two-worker-grpo-compare/<run>-vs-<reference>.html)
-FORMAT ?= text# make runs, make compare: text, or json for scripts
+FORMAT ?= text# make runs, compare, verify-inputs, check-profile, postflight, audit: text, or json for scripts
 KEEP ?=# make prune: how many of the most recently installed bundle versions to keep (at least 1)
 FORCE ?=# FORCE=1 lets pin-inputs replace files that differ (installed bundle versions are never replaced)
 FROM ?=# make new-profile: the profile to start from (empty: tutorial-2x2-a100)
@@ -68,6 +68,9 @@ PROFILE_ARG = $(if $(SITE),$(if $(PROFILE),$(abspath $(SITE))/$(PROFILE).env,$(e
 VERIFY := $(PYTHON) -I -B tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py
 BUNDLE := $(PYTHON) prep/bundle.py
 SUBMIT := $(PYTHON) prep/submit.py
+# FORMAT=json: the findings alone on stdout, so make does not echo the recipe there either.
+AS_FORMAT = --format="$(or $(FORMAT),text)"
+QUIET_JSON = $(if $(filter json,$(FORMAT)),@)
 JOB_VARS = --var SAVE_FREQ="$(SAVE_FREQ)" --var RESUME_FROM="$(RESUME_FROM)" $(foreach v,$(JOB_ENV),--var "$(v)")
 
 ##@ General
@@ -84,9 +87,9 @@ prepare-inputs: ## Put the profile's verl, model and data (GSM8K, or DATA_CONVER
 pin-inputs: ## Write PREP_ROOT's input hashes into PROFILE (no PROFILE: profiles/local.env), then make checksums
 	$(PYTHON) prep/prepare-inputs.py pin --prep-root="$(PREP_ROOT)" --profile="$(PROFILE_ARG)" --name="$(NAME)" $(if $(FORCE),--force)
 check-profile: ## Every rule on PROFILE that needs no cluster (batch sizes, rollout TP, lengths, EXTRA_OVERRIDES, pins)
-	@$(VERIFY) check-profile --profile="$(PROFILE_ARG)" --storage-root="$(PREP_ROOT)"
+	@$(VERIFY) check-profile --profile="$(PROFILE_ARG)" --storage-root="$(PREP_ROOT)" $(AS_FORMAT)
 verify-inputs: ## Check verl, model and data on PREP_ROOT against the profile's pins
-	$(VERIFY) inputs --profile="$(PROFILE_ARG)" --storage-root="$(PREP_ROOT)"
+	$(QUIET_JSON)$(VERIFY) inputs --profile="$(PROFILE_ARG)" --storage-root="$(PREP_ROOT)" $(AS_FORMAT)
 verify-scripts: ## Compile every script (py_compile, bash -n) and check every hash; make test lints
 	$(BUNDLE) verify-scripts
 checksums: ## Regenerate runtime-env.json, checksums/SHA256SUMS and the launcher's pin
@@ -117,15 +120,15 @@ sbatch: ## Print a Slurm batch script that runs RUN_ID on an allocation: make sb
 ##@ Afterwards: on the prep box
 .PHONY: postflight audit report runs compare
 postflight: ## Re-verify run RUN_ID from its files under PREP_ROOT
-	$(VERIFY) postflight --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)"
+	$(QUIET_JSON)$(VERIFY) postflight --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)" $(AS_FORMAT)
 audit: ## Re-check RUN_ID read-only: the same checks, nothing written (exit 3: checkpoint not here)
-	$(VERIFY) postflight --audit --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)"
+	$(QUIET_JSON)$(VERIFY) postflight --audit --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)" $(AS_FORMAT)
 report: ## Write RUN_ID's report.html (verdict, topology, charts) and print its summary
 	@$(VERIFY) report --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)" $(if $(REPORT_HTML),--html="$(REPORT_HTML)") $(if $(REPORT_REFERENCE),--reference="$(REPORT_REFERENCE)")
 runs: ## List every run under PREP_ROOT: RUN_ID, start, duration, profile, verdict (FORMAT=json for scripts)
-	@$(VERIFY) runs --storage-root="$(PREP_ROOT)" --format="$(or $(FORMAT),text)"
+	@$(VERIFY) runs --storage-root="$(PREP_ROOT)" $(AS_FORMAT)
 compare: ## Compare RUN_ID with the AGAINST run(s): what ran, how it went, what it learned; a page and a summary
-	@$(VERIFY) compare --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)" --against="$(AGAINST)" --tolerance="$(TOLERANCE)" --html="$(COMPARE_HTML)" --format="$(or $(FORMAT),text)"
+	@$(VERIFY) compare --storage-root="$(PREP_ROOT)" --run-id="$(RUN_ID)" --against="$(AGAINST)" --tolerance="$(TOLERANCE)" --html="$(COMPARE_HTML)" $(AS_FORMAT)
 
 ##@ Development
 .PHONY: demo smoke smoke-2x1 wheelhouse smoke-lock gpu-checks findings-doc test test-fast bench

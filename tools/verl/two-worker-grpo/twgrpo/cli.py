@@ -18,7 +18,7 @@ from .checks.rules import recipe
 from .checks.watch import stall
 from . import launch
 from .report import compare, runs, summary
-from .run import failedchecks
+from .run import failedchecks, findingsout
 from .run.catalog import markdown_page, markdown_table
 from .run.findings import EXIT_FAILED, EXIT_USAGE, UsageError, say_usage, usage
 from .run.profile import Profile, load_profile, with_overrides
@@ -165,6 +165,8 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("catalog", help="print every finding id with its fix (markdown table)")
     p.add_argument("--page", action="store_true", help="the whole docs/findings.md page")
+    for phase in findingsout.PHASES:  # the phases that print findings: --format text|json
+        findingsout.add_format(sub.choices[phase])
     return parser
 
 
@@ -220,9 +222,15 @@ NO_PROFILE = ("catalog", "runs", "request", "heartbeat", "watch-training", "comp
 def main(argv: Optional[List[str]] = None) -> int:
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args = findingsout.parse(parser, argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
+    # --format json: the findings and the verdict as JSON lines on stdout, the rest on stderr
+    return findingsout.printed_as(args, lambda: judge(args))
+
+
+def judge(args: argparse.Namespace) -> int:
+    """The phase's exit code; a refusal is printed here as its one line and HINT."""
     try:
         profile = None if args.phase in NO_PROFILE else profile_for(args)
         return HANDLERS[args.phase](args, profile)

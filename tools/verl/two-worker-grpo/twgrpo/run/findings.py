@@ -7,6 +7,7 @@ import traceback
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 
+from . import findingsout
 from .catalog import CATALOG
 
 EXIT_PASSED = 0
@@ -16,11 +17,12 @@ EXIT_USAGE = 2
 
 class UsageError(Exception):
     """Bad command line or missing input: nothing can be checked (exit 2). One with a finding id
-    comes from usage(): str() is '(ID) message' and hint is the catalog's fix for that id."""
+    comes from usage(): str() is '(ID) message' and hint is the catalog's fix for that id; obj
+    and text are the object and message apart, for --format json."""
 
-    def __init__(self, message: str, fid: str = "", hint: str = ""):
+    def __init__(self, message: str, fid: str = "", hint: str = "", obj: str = "", text: str = ""):
         super().__init__(message)
-        self.fid, self.hint = fid, hint
+        self.fid, self.hint, self.obj, self.text = fid, hint, obj, text
 
 
 class Skip(Exception):
@@ -56,7 +58,7 @@ def usage(fid: str, obj: Optional[str], message: str) -> UsageError:
     printed as '[obj: ](ID) message', then the catalog's HINT line (say_usage)."""
     found = finding(fid, obj or "", message)
     where = f"{obj}: " if obj else ""
-    return UsageError(f"{where}({fid}) {message}", fid, found.hint)
+    return UsageError(f"{where}({fid}) {message}", fid, found.hint, obj or "", message)
 
 
 def usage_lines(prog: str, exc: BaseException) -> List[str]:
@@ -66,6 +68,7 @@ def usage_lines(prog: str, exc: BaseException) -> List[str]:
 
 
 def say_usage(prog: str, exc: BaseException, out: Optional[TextIO] = None) -> None:
+    findingsout.note_refusal(exc)
     print("\n".join(usage_lines(prog, exc)), file=out or sys.stderr, flush=True)
 
 
@@ -153,6 +156,7 @@ def run_checks(phase: str, checks: Sequence[Check], ctx: Any,
 
 def print_findings(results: Sequence[CheckResult], out: Optional[TextIO] = None) -> None:
     out = out or sys.stdout
+    findingsout.note_results(results)
     for result in results:
         for f in result.findings:
             print(f"{f.obj}: ({f.id}) {f.message}", file=out)
