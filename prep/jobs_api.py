@@ -2,7 +2,7 @@
 
 Four calls: POST /api/jobs/ (submit), GET /api/jobs/<id> (status), GET /api/jobs/<id>/logs
 (the log so far) and POST /api/jobs/<id>/stop. Every failure becomes one JobsError whose text
-is a single line: `(SUB-Ennn) what went wrong — what to do`.
+is a single line, `(SUB-Ennn) what went wrong`, and whose hint is the catalog's fix for that id.
 
 The server is not trusted to be well-behaved: a redirect is refused (the job server answers
 itself; a redirect to another host would send it the job), every call ends within its deadline
@@ -19,6 +19,9 @@ import urllib.parse
 import urllib.request
 from typing import Dict, Optional
 
+from prep import bundle_layout  # noqa: F401  (puts the bundle's twgrpo on the path)
+from twgrpo.run.findings import UsageError, usage
+
 TIMEOUT_S = 10  # one socket operation; the head answers these in milliseconds
 DEADLINE_S = 30  # one whole call, however slowly its bytes come; a log gets MIN_RATE more
 MIN_RATE = 1024 * 1024  # bytes per second a log answer may take beyond DEADLINE_S
@@ -30,12 +33,13 @@ CONTROL = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x0
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
-class JobsError(Exception):
-    """One line: (SUB-Ennn) what went wrong — what to do."""
+class JobsError(UsageError):
+    """One line, (SUB-Ennn) what went wrong, with the catalog's hint (built by findings.usage, so
+    an id the catalog lacks is refused)."""
 
     def __init__(self, fid: str, text: str):
-        super().__init__(f"({fid}) {text}")
-        self.fid = fid
+        made = usage(fid, None, text)
+        super().__init__(str(made), made.fid, made.hint, made.obj, made.text)
 
 
 class TooLarge(Exception):
@@ -44,20 +48,19 @@ class TooLarge(Exception):
 
 def parse_address(address: str) -> str:
     """The job server's base URL from RAY_ADDRESS, or a JobsError saying what form it needs."""
-    want = "set RAY_ADDRESS=http://<head>:8265, the head's dashboard (job server) address"
     if not address:
-        raise JobsError("SUB-E001", f"RAY_ADDRESS is not set — {want}")
+        raise JobsError("SUB-E001", "RAY_ADDRESS is not set")
     parts = urllib.parse.urlsplit(address)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         hint = " (ray:// is Ray Client's port, not the job server)" if parts.scheme == "ray" else ""
-        raise JobsError("SUB-E002", f"RAY_ADDRESS={address!r} is not an http:// address{hint} — {want}")
+        raise JobsError("SUB-E002", f"RAY_ADDRESS={address!r} is not an http:// address{hint}")
     try:
         parts.port  # noqa: B018  (raises on a port that is not a number)
     except ValueError:
-        raise JobsError("SUB-E002", f"RAY_ADDRESS={address!r} has a malformed port — {want}") from None
+        raise JobsError("SUB-E002", f"RAY_ADDRESS={address!r} has a malformed port") from None
     if parts.path.strip("/") or parts.query or parts.fragment:
         raise JobsError("SUB-E002", f"RAY_ADDRESS={address!r} has a path; the job server is at its "
-                        f"root — {want}")
+                        "root")
     return f"{parts.scheme}://{parts.netloc}"
 
 
@@ -111,8 +114,7 @@ class JobsClient:
         worker.join(seconds)
         if worker.is_alive():
             raise JobsError("SUB-E003", f"the Ray job server at {self.base} did not answer "
-                            f"{method} {path} within {seconds:.0f} s — check that the head's "
-                            "dashboard is healthy (RAY_ADDRESS=http://<head>:8265)")
+                            f"{method} {path} within {seconds:.0f} s")
         if "http" in result:
             code, location, text = result["http"]
             self._refuse_redirect(code, location, path)
@@ -120,34 +122,29 @@ class JobsClient:
         if "error" in result:
             exc = result["error"]
             reason = printable(str(getattr(exc, "reason", exc)))[:300]
-            raise JobsError("SUB-E003", f"cannot reach the Ray job server at {self.base} ({reason}) "
-                            "— check RAY_ADDRESS (http://<head>:8265) and that the head's "
-                            "dashboard is up and reachable from this box")
+            raise JobsError("SUB-E003", f"cannot reach the Ray job server at {self.base} ({reason})")
         raw = result["raw"]
         if len(raw) > limit:
             if limit == MAX_BODY:
                 raise TooLarge(path)
             raise JobsError("SUB-E004", f"{self.base}{path} answered more than {limit >> 20} MiB: "
-                            "not a Ray job server's answer — set RAY_ADDRESS to the head's dashboard")
+                            "not a Ray job server's answer")
         try:
             return json.loads(raw.decode("utf-8"))
         except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than Python goes
             raise JobsError("SUB-E004", f"{self.base}{path} answered, but not with JSON: it is not "
-                            "a Ray job server — set RAY_ADDRESS to the head's dashboard "
-                            "(http://<head>:8265)") from None
+                            "a Ray job server") from None
 
     def _refuse_redirect(self, code: int, location: str, path: str) -> None:
         if 300 <= code < 400:
             raise JobsError("SUB-E004", f"{self.base}{path} redirected (HTTP {code}) to "
-                            f"{printable(location)[:200]!r}: a Ray job server answers itself, and "
-                            "nothing is sent on — set RAY_ADDRESS to the head's dashboard itself "
-                            "(http://<head>:8265)")
+                            f"{printable(location)[:200]!r}: a Ray job server answers itself, so "
+                            "nothing is sent on")
 
     def _fault(self, exc: "HttpStatus", path: str) -> JobsError:
         """A 5xx the call did not recognise: the server's own fault, said as such."""
         return JobsError("SUB-E003", f"the Ray job server at {self.base} failed on {path} "
-                         f"(HTTP {exc.code}: {exc.text}) — it is reachable but not well: check "
-                         "the head's dashboard and try again")
+                         f"(HTTP {exc.code}: {exc.text}): it is reachable but not well")
 
     def version(self) -> Dict[str, object]:
         """GET /api/version: proves the address is a Ray dashboard with the job server."""
@@ -157,11 +154,10 @@ class JobsClient:
             if exc.code >= 500:
                 raise self._fault(exc, "/api/version") from None
             raise JobsError("SUB-E004", f"{self.base} answered HTTP {exc.code} to /api/version: it "
-                            "is not a Ray job server — set RAY_ADDRESS to the head's dashboard "
-                            "(http://<head>:8265)") from None
+                            "is not a Ray job server") from None
         if not isinstance(answer, dict) or "ray_version" not in answer:
             raise JobsError("SUB-E004", f"{self.base} is not a Ray job server (no ray_version in "
-                            "/api/version) — set RAY_ADDRESS to the head's dashboard")
+                            "/api/version)")
         return answer
 
     def submit(self, submission_id: str, entrypoint: str, runtime_env: dict,
@@ -173,12 +169,11 @@ class JobsClient:
         except HttpStatus as exc:
             if "already exists" in exc.text:
                 raise JobsError("SUB-E005", f"RUN_ID {submission_id} was already submitted to this "
-                                "cluster — set a new RUN_ID for every run, clone or retry (make "
-                                f"logs RUN_ID={submission_id} shows that one)") from None
+                                "cluster") from None
             if exc.code >= 500:  # Ray says "already exists" with a 500 too: that is read first
                 raise self._fault(exc, "/api/jobs/") from None
             raise JobsError("SUB-E006", f"the job server refused the job (HTTP {exc.code}: "
-                            f"{exc.text}) — fix what it names and submit again") from None
+                            f"{exc.text})") from None
         if isinstance(answer, dict) and answer.get("submission_id"):
             return str(answer["submission_id"])
         return submission_id
@@ -190,8 +185,7 @@ class JobsClient:
             return self._call(method, path, limit=limit)
         except HttpStatus as exc:
             if exc.code == 404:
-                raise JobsError("SUB-E007", f"the cluster at {self.base} has no job {job_id} — "
-                                "check RUN_ID and RAY_ADDRESS (make submit starts a job)") from None
+                raise JobsError("SUB-E007", f"the cluster at {self.base} has no job {job_id}") from None
             if exc.code >= 500:
                 raise self._fault(exc, path) from None
             raise JobsError("SUB-E006", f"{method} {path}: HTTP {exc.code}: {exc.text}") from None
@@ -200,8 +194,7 @@ class JobsClient:
         """The job's status record, its words printable (they reach the terminal)."""
         answer = self._job("GET", job_id)
         if not isinstance(answer, dict) or "status" not in answer:
-            raise JobsError("SUB-E004", f"{self.base} sent a job status without 'status' — set "
-                            "RAY_ADDRESS to the head's dashboard")
+            raise JobsError("SUB-E004", f"{self.base} sent a job status without 'status'")
         return {key: printable(value) if isinstance(value, str) else value
                 for key, value in answer.items()}
 

@@ -40,7 +40,7 @@ JOB_LABEL = "two-worker-grpo/run"
 
 
 def bad(knob: str, value: str, want: str) -> JobsError:
-    return JobsError("SUB-E141", f"{knob}={value!r}: {want} — fix it or leave it empty")
+    return JobsError("SUB-E141", f"{knob}={value!r}: {want}")
 
 
 def pairs(knob: str, text: str, sep: str = "=") -> List[List[str]]:

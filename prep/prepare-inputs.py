@@ -102,7 +102,7 @@ def cmd_pin(args: argparse.Namespace, profile: Profile) -> int:
     try:
         write_text(target, text)  # refused unless absent or a regular file (never a device)
     except RecordError as exc:
-        print(f"prepare-inputs: {exc}", file=sys.stderr)
+        say_usage("prepare-inputs", exc)  # the line, then the catalog's HINT
         return 1
     then = f"make verify-inputs PROFILE={name} SITE={target.parent}" if mine else \
         f"make checksums && make verify-inputs PROFILE={name}"

@@ -102,7 +102,7 @@ def head_gpu_count(text: str, gpus_per_node: int) -> int:
         return gpus_per_node
     if text not in ("0", str(gpus_per_node)):
         raise JobsError("SUB-E020", f"RAYJOB_HEAD_GPUS={text!r}: a head holds the profile's "
-                        f"{gpus_per_node} GPUs (empty) or none (0) — set RAYJOB_HEAD_GPUS= or 0")
+                        f"{gpus_per_node} GPUs (empty) or none (0)")
     return int(text)
 
 
@@ -126,8 +126,7 @@ def read_overlay(path: str):
             data = stream.read(overlay.MAX_BYTES + 1)
         return overlay.pieces(overlay.parse(data.decode("utf-8")))
     except (OSError, UnicodeDecodeError, overlay.OverlayError) as exc:
-        raise JobsError("SUB-E142", f"RAYJOB_OVERLAY={path}: {exc} — write a pod template piece "
-                        "in the YAML subset prep/overlay.py takes, or JSON") from None
+        raise JobsError("SUB-E142", f"RAYJOB_OVERLAY={path}: {exc}") from None
 
 
 def comment_lines(args, profile, head_gpus: int, retries: int, digest: bool):
@@ -168,11 +167,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         if not IMAGE.match(args.image):
-            raise JobsError("SUB-E021", f"RAYJOB_IMAGE={args.image!r} is not an image reference "
-                            "— set RAYJOB_IMAGE=<registry/verl image>@sha256:<digest>")
+            raise JobsError("SUB-E021", f"RAYJOB_IMAGE={args.image!r} is not an image reference")
         if not CLAIM.match(args.claim):
-            raise JobsError("SUB-E021", f"RAYJOB_CLAIM={args.claim!r} is not a claim name — set "
-                            "RAYJOB_CLAIM=<the shared volume's PersistentVolumeClaim>")
+            raise JobsError("SUB-E021", f"RAYJOB_CLAIM={args.claim!r} is not a claim name")
         settings = podspec.settings(
             args.rdma, args.ipc_lock, args.node_selector, args.tolerations, args.affinity,
             args.head_resources, args.worker_resources, args.pull_secrets, args.service_account,
@@ -183,8 +180,7 @@ def main(argv=None) -> int:
         secret = podspec.secret_like(variables)
         if secret:
             raise JobsError("SUB-E140", f"JOB_ENV sets {secret}, whose value would be printed in the "
-                            f"manifest — keep it in a Kubernetes secret and set RAYJOB_SECRET_ENV="
-                            f"{secret}=<secret name>/<key>")
+                            "manifest")
         variables.update({"RUN_ID": args.run_id, IMAGE_VARIABLE: args.image})
         spec = jobspec.job_spec(args.storage_root, args.profile, bundle_dir, variables)
         profile = site.profile_of(bundle_dir, args.profile, DEFAULT_PROFILE)

@@ -166,8 +166,7 @@ def job_variables(items) -> dict:
     """--var NAME=value items (empty values are left out: an unset knob)."""
     bad = [item for item in items if "=" not in item]
     if bad:
-        raise JobsError("SUB-E011", f"job variable {bad[0]!r} is not NAME=value — write "
-                        "JOB_ENV=\"NAME=value NAME=value\"")
+        raise JobsError("SUB-E011", f"job variable {bad[0]!r} is not NAME=value")
     return dict(item.split("=", 1) for item in items)
 
 
@@ -253,20 +252,17 @@ def cmd_logs(args: argparse.Namespace, client: JobsClient) -> int:
 def watch_folder(args: argparse.Namespace) -> int:
     """make logs FOLLOW=1 without RAY_ADDRESS: the run's progress and verdict from PREP_ROOT."""
     if not args.run_id:
-        raise JobsError("SUB-E012", "no RUN_ID given — make logs FOLLOW=1 RUN_ID=<the run>")
+        raise JobsError("SUB-E012", "no RUN_ID given: make logs FOLLOW=1 follows the run RUN_ID names")
     jobspec.check_run_id(args.run_id)
     folder = Path(run_folder(args.prep_root, args.run_id)) if args.prep_root else None
     if folder is None or not Path(args.prep_root).is_dir():
-        raise JobsError("SUB-E001", "RAY_ADDRESS is not set and PREP_ROOT is not mounted here — "
-                        "set RAY_ADDRESS=http://<head>:8265 for a submitted run, or PREP_ROOT= to "
-                        "follow a run from its folder")
+        raise JobsError("SUB-E135", "RAY_ADDRESS is not set and PREP_ROOT is not mounted here")
     for _ in range(int(FOLDER_WAIT_S / max(args.poll, 0.1)) + 1):  # a job just applied: its folder comes
         if folder.is_dir():
             break
         time.sleep(args.poll)
     else:
-        raise JobsError("SUB-E134", f"{folder} does not exist after {FOLDER_WAIT_S} s — check RUN_ID and "
-                        "PREP_ROOT, and that the job started")
+        raise JobsError("SUB-E134", f"{folder} does not exist after {FOLDER_WAIT_S} s")
     say(f"{args.run_id}: following {folder} (no RAY_ADDRESS: from the run folder alone)")
     try:
         return progress.watch(folder, lambda line: say(f"{args.run_id}: {line}"), args.poll)
@@ -303,7 +299,7 @@ def main(argv=None) -> int:
             return watch_folder(args)  # a run KubeRay or Slurm started: its folder alone
         client = JobsClient(parse_address(args.address))
         if args.command != "submit" and not args.run_id:
-            raise JobsError("SUB-E012", f"no RUN_ID given — make {args.command} RUN_ID=<the run>")
+            raise JobsError("SUB-E012", f"no RUN_ID given: make {args.command} acts on the run RUN_ID names")
         return {"submit": cmd_submit, "stop": cmd_stop, "logs": cmd_logs}[args.command](args, client)
     except (JobsError, jobspec.SpecError, UsageError) as exc:
         say_error(exc)

@@ -160,7 +160,8 @@ failed_field() {  # failed_field KEY: a value from the run's FAILED marker
   local closed
   closed=$(free_port)
   run submit RAY_ADDRESS=""
-  assert_line --index 0 "submit: (SUB-E001) RAY_ADDRESS is not set — set RAY_ADDRESS=http://<head>:8265, the head's dashboard (job server) address"
+  assert_line --index 0 "submit: (SUB-E001) RAY_ADDRESS is not set"
+  assert_line --index 1 "    HINT: Set RAY_ADDRESS=http://<head>:8265, the address of the head's dashboard, which serves the Ray job API."
   run submit RAY_ADDRESS=127.0.0.1:6379
   assert_line --index 0 --partial "submit: (SUB-E002) RAY_ADDRESS='127.0.0.1:6379' is not an http:// address"
   run submit RAY_ADDRESS=ray://127.0.0.1:10001
@@ -169,15 +170,17 @@ failed_field() {  # failed_field KEY: a value from the run's FAILED marker
   assert_line --index 0 --partial "(SUB-E002) RAY_ADDRESS='$JOBS/api' has a path"
   run submit RAY_ADDRESS="http://127.0.0.1:$closed"
   assert_failure
-  assert_equal "${#lines[@]}" 2
+  assert_equal "${#lines[@]}" 3  # the line, its HINT, make's own
   assert_line --index 0 --partial "submit: (SUB-E003) cannot reach the Ray job server at http://127.0.0.1:$closed (["
+  assert_line --index 1 --partial "    HINT: Check the host and port in RAY_ADDRESS"
   # An HTTP server that is not Ray's job server.
   python3 -m http.server "$closed" --bind 127.0.0.1 >/dev/null 2>&1 3>&- &
   local web=$!
   for _ in $(seq 20); do http_get "http://127.0.0.1:$closed/" >/dev/null && break; sleep 0.25; done
   run submit RAY_ADDRESS="http://127.0.0.1:$closed"
   kill "$web"
-  assert_line --index 0 "submit: (SUB-E004) http://127.0.0.1:$closed answered HTTP 404 to /api/version: it is not a Ray job server — set RAY_ADDRESS to the head's dashboard (http://<head>:8265)"
+  assert_line --index 0 "submit: (SUB-E004) http://127.0.0.1:$closed answered HTTP 404 to /api/version: it is not a Ray job server"
+  assert_line --index 1 --partial "    HINT: Point RAY_ADDRESS at the head's dashboard"
   assert_dir_not_exist "$(run_dir "$RUN_ID")"
   run make -s -C "$REPO" logs RUN_ID="$RUN_ID" RAY_ADDRESS="$JOBS"
   assert_output --partial "(SUB-E007) the cluster at $JOBS has no job $RUN_ID"
@@ -259,5 +262,5 @@ try:
     JobsClient(sys.argv[2]).submit(sys.argv[3], "true", {}, {"bad": 5})
 except JobsError as exc:
     print(exc)' "$REPO" "$JOBS" "$RUN_ID"
-  assert_output "(SUB-E006) the job server refused the job (HTTP 400: TypeError: metadata values must be strings, got <class 'int'>) — fix what it names and submit again"
+  assert_output "(SUB-E006) the job server refused the job (HTTP 400: TypeError: metadata values must be strings, got <class 'int'>)"
 }

@@ -11,6 +11,7 @@ import pytest
 
 from prep import jobs_api, submit
 from prep.jobs_api import JobsClient, JobsError
+from twgrpo.run.catalog import CATALOG
 
 
 class Hostile(http.server.BaseHTTPRequestHandler):
@@ -116,7 +117,8 @@ def test_a_huge_or_deep_status_is_one_line_and_exit_2(server, capsys, body):
         JobsClient(server).status("exp-1")
     code = submit.main(["stop", "--address", server, "--run-id", "exp-1"])
     err = capsys.readouterr().err
-    assert code == 2 and "(SUB-E004)" in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert code == 2 and "(SUB-E004)" in err and "Traceback" not in err
+    assert err.splitlines()[1:] == [f"    HINT: {CATALOG['SUB-E004'][1]}"]  # one line, its HINT
 
 
 def test_a_server_failing_with_503_is_named_as_the_servers_fault(server, capsys):

@@ -7,6 +7,7 @@ import threading
 import time
 
 from prep import submit
+from twgrpo.run.catalog import CATALOG
 from prep.progress import Progress, duration
 
 PREFIX = "(TaskRunner pid=42) "
@@ -98,7 +99,9 @@ def test_follow_without_ray_address_reads_the_run_folder_to_its_verdict(tmp_path
 
 def test_follow_without_ray_address_or_a_volume_says_what_to_set(tmp_path, capsys, monkeypatch):
     assert submit.main(["logs", "--follow", "--run-id", "x", "--prep-root", str(tmp_path / "no")]) == 2
-    assert "(SUB-E001) RAY_ADDRESS is not set and PREP_ROOT is not mounted here" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "(SUB-E135) RAY_ADDRESS is not set and PREP_ROOT is not mounted here\n" in err
+    assert f"    HINT: {CATALOG['SUB-E135'][1]}" in err
     monkeypatch.setattr(submit, "FOLDER_WAIT_S", 1)
     assert submit.main(["logs", "--follow", "--run-id", "x", "--prep-root", str(tmp_path),
                         "--poll", "0.2"]) == 2

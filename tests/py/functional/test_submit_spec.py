@@ -9,6 +9,7 @@ import pytest
 
 from prep import bundle, jobspec
 from prep.jobs_api import JobsError, one_line, parse_address
+from twgrpo.run.catalog import CATALOG
 
 ROOT = "/mnt/verl-reproduction"
 
@@ -29,8 +30,8 @@ def test_a_job_server_address_is_its_base_url(address, base):
 def test_a_wrong_address_is_one_line_with_its_id(address, fid):
     with pytest.raises(JobsError) as caught:
         parse_address(address)
-    assert caught.value.fid == fid and "\n" not in str(caught.value)
-    assert "RAY_ADDRESS=http://<head>:8265" in str(caught.value)
+    assert caught.value.fid == fid and "\n" not in str(caught.value) and " — " not in str(caught.value)
+    assert "http://<head>:8265" in caught.value.hint == CATALOG[fid][1]  # the fix, once
 
 
 def test_make_runtime_env_puts_the_rollout_adapter_on_pythonpath_for_hf_profiles_only():

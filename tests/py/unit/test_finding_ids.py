@@ -1,6 +1,8 @@
 """Every finding id an operator sees comes with the catalog's hint: code names an id only as a
 value of its own (finding("PRE-E001", ...), usage("LAUNCH-E008", ...)), never inside message
-text, where a hand-written hint could drift from docs/findings.md."""
+text, where a hand-written hint could drift from docs/findings.md; and the errors that carry an
+id of their own (JobsError, RecordError) say what went wrong, never a hand-written "— fix" tail
+beside the catalog's HINT."""
 import ast
 import re
 from pathlib import Path
@@ -41,8 +43,28 @@ def id_texts(source, name="<test>"):
             and id(node) not in skip and ID.search(node.value)]
 
 
+# Errors built from an id and a message, whose hint is the catalog's.
+ID_ERRORS = ("JobsError", "RecordError")
+
+
+def fix_tails(tree):
+    """(line, text) of every string in a call of an ID_ERRORS class that holds ' — ': the house
+    form of 'what went wrong — what to do', whose second half is the catalog's hint here."""
+    found = []
+    for call in ast.walk(tree):
+        func = getattr(call, "func", None)
+        name = getattr(func, "id", None) or getattr(func, "attr", None)
+        if isinstance(call, ast.Call) and name in ID_ERRORS:
+            found += [(node.lineno, node.value) for node in ast.walk(call)
+                      if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                      and " — " in node.value]
+    return found
+
+
 def problems(source, name="<test>"):
-    out = []
+    out = [f"{name}:{line}: a hand-written fix {text.strip()[:60]!r} in a JobsError or "
+           "RecordError: say what went wrong; the fix is the catalog's hint for its id"
+           for line, text in fix_tails(ast.parse(source, name))]
     for line, text in id_texts(source, name):
         if not ID.fullmatch(text):
             out.append(f"{name}:{line}: an id inside text {text[:80]!r}: build it with "
@@ -63,6 +85,9 @@ def test_no_code_writes_an_id_into_message_text():
     'print("prune: (GEN-E130) KEEP is not a number")',
     'problems.append(f"{root}: (POST-E040) a symlink")',
     'finding("PRE-E' + '999", obj, "an id the catalog does not have")',  # split: no test names it
+    'raise JobsError("SUB-E001", f"RAY_ADDRESS is not set — {want}")',
+    'raise jobs_api.JobsError("SUB-E003", f"no answer from {base} "\n "— check RAY_ADDRESS")',
+    'return RecordError("GEN-E002", f"cannot write {path}: {cause} — free space", cause)',
 ])
 def test_a_planted_id_is_found(planted):
     assert len(problems(planted)) == 1
@@ -71,5 +96,7 @@ def test_a_planted_id_is_found(planted):
 def test_ids_as_values_and_docstrings_pass():
     source = ('"""Refused (LAUNCH-E094), never adopted."""\n'
               'def f():\n    """Says LAUNCH-E008 here."""\n'
-              '    return usage("LAUNCH-E008", None, f"run folder {x} exists")\n')
+              '    return usage("LAUNCH-E008", None, f"run folder {x} exists")\n'
+              'raise JobsError("SUB-E001", "RAY_ADDRESS is not set")\n'
+              'raise RecordError("GEN-E002", f"cannot write {path}: {cause}", cause)\n')
     assert problems(source) == []

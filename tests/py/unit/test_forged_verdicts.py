@@ -13,6 +13,7 @@ import synthrun
 from twgrpo.checks.postflight import postflight
 from twgrpo.cli import main
 from twgrpo.run import runverdict
+from twgrpo.run.catalog import CATALOG
 from twgrpo.run.profile import load_profile
 from twgrpo.run.records import RecordError, write_json
 
@@ -125,6 +126,7 @@ def test_report_html_naming_a_fifo_is_refused_and_the_fifo_stays(tmp_path, capsy
     code = main(["report", "--output-dir", str(run), "--profile", PROFILE, "--html", str(fifo)])
     err = capsys.readouterr().err
     assert code == 2 and "(GEN-E020)" in err and "a FIFO" in err
+    assert err.splitlines()[1:] == [f"    HINT: {CATALOG['GEN-E020'][1]}"]  # the fix, once
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
@@ -142,8 +144,9 @@ def test_report_html_naming_a_device_is_refused_and_the_device_stays(tmp_path, c
 def test_a_record_is_never_written_over_a_fifo_or_folder(tmp_path, make_node):
     target = tmp_path / "verification.json"
     make_node(target)
-    with pytest.raises(RecordError, match="GEN-E020"):
+    with pytest.raises(RecordError, match="GEN-E020") as caught:
         write_json(target, {"status": "passed"})
+    assert caught.value.hint == CATALOG["GEN-E020"][1] and " — " not in str(caught.value)
     assert not target.is_file()
 
 

@@ -105,15 +105,23 @@ def test_a_refusal_in_json_is_one_object(tmp_path, capsys):
     (refusal,) = [json.loads(line) for line in out.splitlines()]
     assert code == 2 and refusal["status"] == "refused" and refusal["exit"] == 2
     assert refusal["id"] is None and "no run folder" in refusal["message"] and "no run folder" in err
+    assert set(refusal) == FIELDS | {"phase", "status", "exit"}
 
 
-def test_a_refusal_with_an_id_names_it(tmp_path, capsys):
+def test_preflight_refuses_in_json_before_it_asks_ray(tmp_path, capsys):
+    code, out, _ = run(["preflight", "--storage-root", str(tmp_path), "--format", "json"], capsys)
+    (refusal,) = [json.loads(line) for line in out.splitlines()]
+    assert code == 2 and refusal["phase"] == "preflight" and "name the run" in refusal["message"]
+
+
+def test_a_refusal_with_an_id_carries_its_hint(tmp_path, capsys):
     folder = copy_run(tmp_path, "run")
     os.symlink(tmp_path / "elsewhere.json", folder / "verification.json")
     code, out, _ = run(["postflight", "--output-dir", str(folder), "--format", "json"], capsys)
     *found, refusal = [json.loads(line) for line in out.splitlines()]
     assert code == 1 and refusal["id"] == "GEN-E004" and refusal["exit"] == 1
-    assert refusal["phase"] == "postflight"
+    assert refusal["hint"] == CATALOG["GEN-E004"][1] and refusal["phase"] == "postflight"
+    assert refusal["message"].startswith(f"{folder / 'verification.json'} is a symlink")
     assert not (tmp_path / "elsewhere.json").exists()
 
 

@@ -13,6 +13,7 @@ import yaml
 from dev.sandbox import install_sandbox
 from prep import overlay, rayjob
 from prep.bundle import BUNDLE, REPO
+from twgrpo.run.catalog import CATALOG
 from test_rayjob import errors, validator  # noqa: F401  (the strict CRD validator fixture)
 
 DIGEST_IMAGE = "registry.example/verl@sha256:" + "ab" * 32
@@ -146,7 +147,7 @@ def test_a_secret_value_in_job_env_is_refused_and_never_printed(capsys):
     status, out, err = printed(capsys, "--var", "WANDB_API_KEY=s3cr3t-value")
     assert status == 2 and out == ""
     assert err.startswith("rayjob: (SUB-E140) JOB_ENV sets WANDB_API_KEY") and "s3cr3t" not in err
-    assert "RAYJOB_SECRET_ENV=WANDB_API_KEY=<secret name>/<key>" in err
+    assert err.splitlines()[1:] == [f"    HINT: {CATALOG['SUB-E140'][1]}"]  # RAYJOB_SECRET_ENV=...
 
 
 def test_an_image_by_tag_is_warned_about(capsys, validator):  # noqa: F811
@@ -168,7 +169,8 @@ def test_an_image_by_tag_is_warned_about(capsys, validator):  # noqa: F811
 def test_a_malformed_setting_is_one_line_naming_it_and_prints_nothing(capsys, knob, value):
     status, out, err = printed(capsys, knob, value)
     assert status == 2 and out == ""
-    assert err.startswith("rayjob: (SUB-E141) RAYJOB_") and err.count("\n") == 1
+    assert err.startswith("rayjob: (SUB-E141) RAYJOB_") and " — " not in err
+    assert err.splitlines()[1:] == [f"    HINT: {CATALOG['SUB-E141'][1]}"]  # one line and its fix
 
 
 @pytest.mark.parametrize("text, words", [

@@ -168,7 +168,8 @@ def write_page(target: Path, text: str) -> None:
         os.chmod(target, 0o644 & ~umask)  # a page on shared storage is for everyone to open
     except OSError as exc:
         cause = str(exc) if isinstance(exc, RecordError) else f"cannot write {target}: {exc.strerror}"
-        raise UsageError(f"{cause}; set COMPARE_HTML=<a writable path> to put the page elsewhere")
+        raise UsageError(f"{cause}; set COMPARE_HTML=<a writable path> to put the page elsewhere",
+                         getattr(exc, "fid", ""), getattr(exc, "hint", ""))
 
 
 def main(args: argparse.Namespace) -> int:

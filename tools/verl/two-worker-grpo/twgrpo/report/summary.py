@@ -102,6 +102,6 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
     except OSError as exc:
         cause = str(exc) if isinstance(exc, RecordError) else f"cannot write {target}: {exc.strerror}"
         raise UsageError(f"{cause}; set REPORT_HTML=<a writable path> (--html) to put the page "
-                         "elsewhere")
+                         "elsewhere", getattr(exc, "fid", ""), getattr(exc, "hint", ""))
     print("\n".join(printable(line) for line in summary_lines(view, target)), flush=True)
     return 0

@@ -324,6 +324,7 @@ CATALOG = {
     "SUB-E132": ("RESUME_FROM names no earlier run on PREP_ROOT", "Set RESUME_FROM to the RUN_ID of a preempted run of this volume (make runs lists them), to auto, or leave it empty."),
     "SUB-E133": ("RESUME_FROM's run has no complete checkpoint to resume", "Resume a run that saved a complete checkpoint (SAVE_FREQ=<N>), or start a new run without RESUME_FROM; the message names what is missing."),
     "SUB-E134": ("make logs FOLLOW=1: the run folder does not appear", "Without RAY_ADDRESS the run is followed from its folder on PREP_ROOT: check RUN_ID and PREP_ROOT, and that the job (RayJob, Slurm) has started; with RAY_ADDRESS the job server is asked instead."),
+    "SUB-E135": ("make logs FOLLOW=1: no RAY_ADDRESS, and PREP_ROOT is not mounted here", "Set RAY_ADDRESS=http://<head>:8265 to follow a run submitted to a job server, or PREP_ROOT= to this box's mount of the volume to follow a run (RayJob, Slurm) from its folder."),
     # make rayjob's production settings (prep/podspec.py, prep/overlay.py)
     "SUB-W002": ("RAYJOB_IMAGE names the image by tag", "A tag can move to another image between runs: pin the image by digest, RAYJOB_IMAGE=<name>@sha256:<digest> (docker buildx imagetools inspect <name:tag> prints it)."),
     "SUB-E140": ("JOB_ENV sets a secret that would be printed in the manifest", "Keep the value in a Kubernetes secret and name it: RAYJOB_SECRET_ENV=NAME=<secret>/<key> (the pods read it through secretKeyRef)."),

@@ -15,17 +15,20 @@ from pathlib import Path
 from typing import Any
 
 from ..formats import bounded
+from .catalog import CATALOG
 
 
 class RecordError(OSError):
-    """A record or marker could not be written; str() names the id, the file and the cause.
+    """A record or marker could not be written; str() names the id, the file and the cause, and
+    hint is the catalog's fix for that id (printed as its HINT line, like findings.usage's).
 
     An OSError, so callers that already catch OSError around a write keep working; its
     strerror is the cause alone (e.g. "No space left on device")."""
 
     def __init__(self, fid: str, message: str, cause: str = "", errno: int = 0):
         super().__init__(errno, cause or message)
-        self.fid, self.message = fid, message
+        self.fid, self.message, self.hint = fid, message, CATALOG[fid][1]
+        self.obj, self.text = "", message  # apart, for --format json (run/findingsout.py)
 
     def __str__(self) -> str:
         return f"({self.fid}) {self.message}"
@@ -52,8 +55,7 @@ def _refuse_symlink(path: Path) -> None:
                           "it is a symlink")
     if not stat.S_ISREG(mode):
         raise RecordError("GEN-E020", f"{path} exists and is not a regular file ({kind(mode)}); "
-                          "nothing is written over it — name a regular file or a path that does "
-                          "not exist yet", "not a regular file")
+                          "nothing is written over it", "not a regular file")
 
 
 def kind(mode: int) -> str:
@@ -105,8 +107,7 @@ def _fsync_folder(folder: Path) -> None:
 
 
 def _cannot(path: Path, exc: OSError) -> RecordError:
-    return RecordError("GEN-E002", f"cannot write {path}: {exc.strerror or exc} — free space on "
-                       "the volume or mount it read-write, then run this phase again",
+    return RecordError("GEN-E002", f"cannot write {path}: {exc.strerror or exc}",
                        exc.strerror or str(exc), exc.errno or 0)
 
 

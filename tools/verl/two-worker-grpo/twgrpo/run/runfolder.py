@@ -123,7 +123,7 @@ def supersede_success(run_dir: Path, phase: str) -> Optional[Path]:
         except FileExistsError:
             continue
         except OSError as exc:
-            raise RecordError("GEN-E002", f"cannot move {success} aside: {exc.strerror} — it no "
+            raise RecordError("GEN-E002", f"cannot move {success} aside: {exc.strerror}; it no "
                               f"longer holds: the latest {phase} failed") from None
         os.unlink(str(success))
         print(f"{phase}: SUCCESS superseded by this failed verification; the old marker is "
