@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,18 @@ def test_a_bad_format_is_refused_and_nothing_is_written(tmp_path, capsys, word):
     code, out, err = run(["postflight", "--output-dir", str(folder), "--format", word], capsys)
     assert code == 2 and out == "" and "argument --format: invalid choice" in err
     assert not (folder / "verification.json").exists() and not (folder / "SUCCESS").exists()
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
+    folder = copy_run(tmp_path, "run")
+    damage_member(folder)
+    verify = REPO / "tools/verl/two-worker-grpo/verify-two-worker-grpo-v1.py"
+    child = subprocess.Popen([sys.executable, str(verify), "postflight", "--output-dir",
+                              str(folder), "--format", "json"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    child.stdout.close()  # `| head -0`: whatever comes, nobody reads it
+    err = child.stderr.read()
+    assert child.wait() == 1 and "Traceback" not in err and "postflight: FAILED" in err
 
 
 def test_text_stays_the_default(tmp_path, capsys):

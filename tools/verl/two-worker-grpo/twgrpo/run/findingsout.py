@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -76,10 +77,13 @@ def printed_as(args: Any, judge: Callable[[], int]) -> int:
         lines, refusal = _printed, _refusal
     finally:
         _printed, _refusal = None, None
-    for line in lines:
-        print(json.dumps(line, sort_keys=True), file=out)
-    print(json.dumps({**(refusal or {}), **summary(phase, code)}, sort_keys=True), file=out,
-          flush=True)
+    try:
+        for line in lines:
+            print(json.dumps(line, sort_keys=True), file=out)
+        print(json.dumps({**(refusal or {}), **summary(phase, code)}, sort_keys=True), file=out,
+              flush=True)
+    except BrokenPipeError:  # `... | head -1` closed the pipe: the reader has what it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
     return code
 
 
