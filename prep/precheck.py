@@ -52,12 +52,11 @@ def check_bundle_installed(prep_root: Path, rel: str, bundle_dir: Path) -> List[
             newest = "none"
         return [finding("SUB-E130", str(prep_root / rel), f"bundle {Path(rel).name} of this "
                         f"Driver command is not installed on PREP_ROOT (the newest installed is "
-                        f"{newest}) — run make install-tools PREP_ROOT={prep_root}, then submit again")]
+                        f"{newest})")]
     if have != want:
         return [finding("SUB-E130", str(there), f"the installed launcher differs from the one the "
-                        f"Driver command pins (sha256 expected {want}, actual {have}) — run make "
-                        f"install-tools PREP_ROOT={prep_root} (an installed version is never "
-                        "overwritten: move that folder away first)")]
+                        f"Driver command pins (sha256 expected {want}, actual {have}); an installed "
+                        "version is never overwritten, so that folder must move away first")]
     return []
 
 
@@ -71,8 +70,7 @@ def check_profile_installed(prep_root: Path, rel: str, bundle_dir: Path,
         state = "is not there" if have is None else f"differs (sha256 {have[:12]}… there, " \
             f"{(want or 'unreadable')[:12]}… sent)"
         return [finding("SUB-E131", str(there), f"profile {name} {state}: the job would run "
-                        "another profile than the one checked here — run make checksums, then "
-                        f"make install-tools PREP_ROOT={prep_root}, then submit again")]
+                        "another profile than the one checked here")]
     return []
 
 
@@ -80,7 +78,7 @@ def check_run_id_new(prep_root: Path, run_id: str) -> List[Finding]:
     folder = run_dir(prep_root, run_id)
     if folder.exists() or folder.is_symlink():
         return [finding("SUB-E013", str(folder), f"{folder} exists: RUN_ID {run_id} has run "
-                        "before — set a new RUN_ID for every run, clone or retry")]
+                        "before")]
     return []
 
 
@@ -105,22 +103,19 @@ def check_resume_from(prep_root: Path, resume_from: str, run_id: str,
     if not resume_from or resume_from == "auto":
         return []
     if not runid.is_run_id(resume_from):  # never a path: no ../ walks
-        return [finding("SUB-E132", resume_from, f"RESUME_FROM={resume_from!r} is not a RUN_ID — "
-                        "set it to a preempted run's RUN_ID (make runs lists them), or auto")]
+        return [finding("SUB-E132", resume_from, f"RESUME_FROM={resume_from!r} is not a RUN_ID")]
     folder = run_dir(prep_root, resume_from)
     if resume_from == run_id or not folder.is_dir() or folder.is_symlink():
         return [finding("SUB-E132", str(folder), f"RESUME_FROM={resume_from} names no earlier "
-                        "run on PREP_ROOT — set RESUME_FROM to a preempted run's RUN_ID (make "
-                        "runs lists them), or leave it empty")]
+                        "run on PREP_ROOT")]
     if (folder / "SUCCESS").exists():
         return [finding("SUB-E133", str(folder), f"run {resume_from} succeeded: there is nothing "
-                        "to resume — leave RESUME_FROM empty for a new run")]
+                        "to resume")]
     try:
         text = bounded.read_text(folder / "checkpoints" / TRACKER, 32).strip()
     except bounded.Unreadable as exc:
         return [finding("SUB-E133", str(folder / "checkpoints"), f"run {resume_from} saved no "
-                        f"checkpoint ({TRACKER} is {exc}) — resume a run that saved one "
-                        "(SAVE_FREQ), or start a new run without RESUME_FROM")]
+                        f"checkpoint ({TRACKER} is {exc})")]
     latest = int(text) if bounded.ascii_digits(text) else 0
     names = itertools.islice((folder / "checkpoints").glob("global_step_*"), MAX_ENTRIES)
     steps = sorted((int(p.name[12:]) for p in names if bounded.ascii_digits(p.name[12:])
@@ -132,8 +127,7 @@ def check_resume_from(prep_root: Path, resume_from: str, run_id: str,
             return []
         reason = reason or f"global_step_{step}: ({problems[0].id}) {problems[0].message}"
     return [finding("SUB-E133", str(folder / "checkpoints"), f"run {resume_from} has no "
-                    f"complete checkpoint ({reason}) — resume from a run whose checkpoint "
-                    "is complete, or start a new run without RESUME_FROM")]
+                    f"complete checkpoint ({reason})")]
 
 
 def before_sending(prep_root: str, rel: str, bundle_dir: Path, profile: str, run_id: str,
@@ -143,15 +137,14 @@ def before_sending(prep_root: str, rel: str, bundle_dir: Path, profile: str, run
     if root is None or not root.is_dir():
         return [finding("SUB-W001", prep_root or "PREP_ROOT", "PREP_ROOT is not mounted on this "
                         "box: the bundle version, profile, RESUME_FROM and RUN_ID were not "
-                        "checked before sending — set PREP_ROOT= to this box's mount of the volume")]
+                        "checked before sending")]
     found = check_bundle_installed(root, rel, bundle_dir)
     if site.is_site(profile):  # beside every version, under its own sha256
         wrong = site.installed(root, loaded)
         found += [] if wrong is None else [finding(
             "SUB-E131", str(loaded.path), f"site profile {loaded.PROFILE_NAME} (sha256 "
-            f"{loaded.sha256[:12]}…) {wrong}: the job would not find the profile checked here — "
-            f"run make install-tools SITE={loaded.path.parent} PREP_ROOT={prep_root}, then submit "
-            "again")]
+            f"{loaded.sha256[:12]}…, in {loaded.path.parent}) {wrong}: the job would not find the "
+            "profile checked here")]
     elif not found:  # its profile is worth comparing only once the version is there
         found = check_profile_installed(root, rel, bundle_dir, profile)
     return [*found, *check_run_id_new(root, run_id),

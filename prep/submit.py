@@ -177,8 +177,10 @@ def refused_here(args: argparse.Namespace, variables: dict) -> bool:
     rel = jobspec.installed_rel(args.storage_root, bundle_dir if args.bundle else None)
     found = precheck.before_sending(args.prep_root, rel, bundle_dir, args.profile, args.run_id,
                                     variables.get("RESUME_FROM", ""), profile)
-    for item in found:
+    for item in found:  # each with the catalog's hint, as say_error prints an error
         say(f"({item.id}) {item.message}")
+        if item.hint:
+            print(f"    HINT: {item.hint}", file=sys.stderr, flush=True)
     errors = [item.id for item in found if item.level == "error"]
     if errors:
         say(f"{args.run_id}: not submitted, {len(errors)} check(s) failed before sending: "

@@ -213,9 +213,9 @@ failed_field() {  # failed_field KEY: a value from the run's FAILED marker
     STORAGE_ROOT="$volume" PREP_ROOT="$volume" PROFILE=smoke-1x1
   assert_failure
   assert_line --index 0 --partial "submit: (SUB-E130) bundle bundle-"
-  assert_line --index 0 --partial "— run make install-tools PREP_ROOT=$volume, then submit again"
-  assert_line --index 1 "submit: $RUN_ID: not submitted, 1 check(s) failed before sending: SUB-E130 — nothing reached the cluster"
-  refute_output --partial "re-copy"
+  assert_line --index 1 --partial "    HINT: Run make install-tools PREP_ROOT=<this box's mount>"
+  assert_line --index 2 "submit: $RUN_ID: not submitted, 1 check(s) failed before sending: SUB-E130 — nothing reached the cluster"
+  refute_output --partial "re-copy the command for"  # LAUNCH-E046's way out is not this one
   run http_get "$JOBS/api/jobs/$RUN_ID"
   assert_failure  # 404: nothing was submitted
   assert_dir_not_exist "$volume/runs"

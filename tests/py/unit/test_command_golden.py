@@ -1,6 +1,7 @@
 """The tutorial profile's whole training command, word for word: the tutorial's main_ppo line
 (trainer.project_name=verl_aistudio included) plus the documented additions, so any change to
 what the job runs shows up here and in review."""
+import pytest
 from pathlib import Path
 
 from twgrpo.run.command import training_command
@@ -99,3 +100,16 @@ def test_the_readme_names_every_addition():
     assert "trainer.project_name=verl_aistudio" in readme
     for word in ADDITIONS:
         assert word.split(".")[-1].split("=")[0] in readme
+
+
+def test_a_refused_override_stops_the_command_with_the_catalogs_id_and_hint():
+    from twgrpo.run.catalog import CATALOG
+    from twgrpo.run.findings import UsageError
+    from twgrpo.run.profile import with_overrides
+    profile = with_overrides(load_profile("tutorial-2x2-a100"),
+                             EXTRA_OVERRIDES="trainer.n_gpus_per_node=4 data.seed=1 data.seed=2")
+    with pytest.raises(UsageError) as refused:
+        training_command(profile, Path(ROOT), "exp-001")
+    assert str(refused.value).startswith("profile tutorial-2x2-a100: (GEN-E050) EXTRA_OVERRIDES "
+                                         "'trainer.n_gpus_per_node=4'")
+    assert refused.value.hint == CATALOG["GEN-E050"][1] and " — " not in str(refused.value)

@@ -1,7 +1,7 @@
 """Every finding id an operator sees comes with the catalog's hint: code names an id only as a
 value of its own (finding("PRE-E001", ...), usage("LAUNCH-E008", ...)), never inside message
 text, where a hand-written hint could drift from docs/findings.md; and the errors that carry an
-id of their own (JobsError, RecordError) say what went wrong, never a hand-written "— fix" tail
+id of their own (JobsError, RecordError), like finding() and usage(), say what went wrong, never a hand-written "— fix" tail
 beside the catalog's HINT."""
 import ast
 import re
@@ -43,8 +43,8 @@ def id_texts(source, name="<test>"):
             and id(node) not in skip and ID.search(node.value)]
 
 
-# Errors built from an id and a message, whose hint is the catalog's.
-ID_ERRORS = ("JobsError", "RecordError")
+# Findings and errors built from an id and a message, whose hint is the catalog's.
+ID_ERRORS = ("JobsError", "RecordError", "finding", "usage")
 
 
 def fix_tails(tree):
@@ -62,8 +62,8 @@ def fix_tails(tree):
 
 
 def problems(source, name="<test>"):
-    out = [f"{name}:{line}: a hand-written fix {text.strip()[:60]!r} in a JobsError or "
-           "RecordError: say what went wrong; the fix is the catalog's hint for its id"
+    out = [f"{name}:{line}: a hand-written fix {text.strip()[:60]!r} in a finding, usage, "
+           "JobsError or RecordError: say what went wrong; the fix is the catalog's hint for its id"
            for line, text in fix_tails(ast.parse(source, name))]
     for line, text in id_texts(source, name):
         if not ID.fullmatch(text):
@@ -88,6 +88,8 @@ def test_no_code_writes_an_id_into_message_text():
     'raise JobsError("SUB-E001", f"RAY_ADDRESS is not set — {want}")',
     'raise jobs_api.JobsError("SUB-E003", f"no answer from {base} "\n "— check RAY_ADDRESS")',
     'return RecordError("GEN-E002", f"cannot write {path}: {cause} — free space", cause)',
+    'return [finding("SUB-E013", str(folder), f"{folder} exists — set a new RUN_ID")]',
+    'raise usage("GEN-E050", obj, f"{word} is the bundle\'s — drop it")',
 ])
 def test_a_planted_id_is_found(planted):
     assert len(problems(planted)) == 1

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from . import recipe
-from .findings import UsageError
+from .findings import usage
 from .profile import Profile
 from .profile_keys import HF_ROLLOUT_MODULE
 from .runfolder import RunFolder, run_dir
@@ -255,6 +255,5 @@ def training_command(profile: Profile, storage_root: Path, run_id: str,
     try:  # the profile's own overrides, last: refused keys are findings of check-profile/preflight
         return recipe.apply(["python3", "-m", "verl.trainer.main_ppo", *overrides],
                             p.EXTRA_OVERRIDES)
-    except ValueError as exc:
-        raise UsageError(f"profile {p.PROFILE_NAME}: {exc} — make check-profile lists every "
-                         "refused override")
+    except recipe.Refused as exc:  # make check-profile lists every refused override
+        raise usage(exc.ident, f"profile {p.PROFILE_NAME}", str(exc)) from None

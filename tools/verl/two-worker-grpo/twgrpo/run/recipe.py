@@ -133,13 +133,21 @@ def parse(text: str) -> Tuple[List[Tuple[str, str]], List[Tuple[str, str, str]]]
     return accepted, problems
 
 
+class Refused(ValueError):
+    """The first override apply() refuses: its finding id, the word and why (the checks report
+    every one; the caller says it through the catalog)."""
+
+    def __init__(self, ident: str, word: str, why: str):
+        super().__init__(f"EXTRA_OVERRIDES {word!r}: {why}")
+        self.ident, self.word = ident, word
+
+
 def apply(command: List[str], text: str) -> List[str]:
     """command with the overrides applied: a key it sets is replaced in place, a new one appended.
-    Raises ValueError naming the first refused override (the checks report every one)."""
+    Raises Refused naming the first refused override."""
     accepted, problems = parse(text)
     if problems:
-        ident, word, why = problems[0]
-        raise ValueError(f"({ident}) EXTRA_OVERRIDES {word!r}: {why}")
+        raise Refused(*problems[0])
     result = list(command)
     index = {_key(word): at for at, word in enumerate(result) if "=" in word}
     for key, word in accepted:
