@@ -149,7 +149,8 @@ failed_field() {  # failed_field KEY: a value from the run's FAILED marker
   assert_failure
   assert_output --partial "submit: (SUB-E005) RUN_ID $RUN_ID was already submitted to this cluster"
   assert_line --index 0 --partial "submit: (SUB-W001) PREP_ROOT is not mounted on this box"
-  assert_equal "${#lines[@]}" 3  # the warning, our one line and make's Error line
+  assert_line --index 1 --partial "    HINT: Set PREP_ROOT= to this box's mount"
+  assert_equal "${#lines[@]}" 5  # the warning and our one line, each with its HINT, and make's Error line
   run submit JOB_ENV="STANDIN_MODE=fail"
   assert_failure
   assert_output --partial "submit: (SUB-E013) $(run_dir "$RUN_ID") exists: RUN_ID $RUN_ID has run before"
