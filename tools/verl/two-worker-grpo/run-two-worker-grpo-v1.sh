@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=1f4a950b63ecc6795bf274a29f27a9b748bc53e854cf457f1185a519068226f1
+readonly BUNDLE_SUMS_SHA256=65c067329de85d5bf0d496268c70e5c161e73f2d8ddbccec06eeaa72404f2508
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
