@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=65c067329de85d5bf0d496268c70e5c161e73f2d8ddbccec06eeaa72404f2508
+readonly BUNDLE_SUMS_SHA256=b85557465a272d08d44d4ba1719c4ef46026387e6c653c6639c75638f08e99f3
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

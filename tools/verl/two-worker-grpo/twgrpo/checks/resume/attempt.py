@@ -159,7 +159,7 @@ def heartbeat_problems(env: Mapping[str, str]) -> List[UsageError]:
 
 def _bundle_sums() -> str:
     """sha256 of the bundle's SHA256SUMS (the launcher checked it against its pin)."""
-    path = Path(__file__).resolve().parents[2] / "SHA256SUMS"
+    path = Path(__file__).resolve().parents[3] / "SHA256SUMS"  # the bundle folder, above twgrpo/
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
