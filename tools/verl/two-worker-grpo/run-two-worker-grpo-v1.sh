@@ -473,8 +473,8 @@ main() {
   mkdir -p "$RUN_DIR/nccl-flight"  # NCCL's flight-recorder dumps, per rank, on a collective timeout
   run_phase training train_and_log || training_failed "$?"
 
-  run_phase postflight python3 -I -B "$VERIFY" postflight --profile "$PROFILE_NAME" --run-id "$RUN_ID" \
-    --output-dir "$RUN_DIR" --fan-out
+  # The run folder alone: the profile is the one run.json recorded, as make postflight reads it.
+  run_phase postflight python3 -I -B "$VERIFY" postflight --output-dir "$RUN_DIR" --fan-out
   [[ -s "$RUN_DIR/SUCCESS" ]] ||
     die 1 "(LAUNCH-E013) postflight passed but wrote no SUCCESS in $RUN_DIR — This is a bug; verification.json holds the verdict."
   printf '%s: SUCCESS %s (verification: %s/verification.json)\n' "$PROG" "$RUN_ID" "$RUN_DIR"
