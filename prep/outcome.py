@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Optional
 
 from twgrpo.run.failedchecks import failed_checks
-from twgrpo.run.runfolder import run_dir
+from twgrpo.run import runid
+from twgrpo.run.runfolder import RunFolder
 from twgrpo.run.runverdict import Verdict, failed_fields, latest_verdict
 
 FAILED_KEYS = ("phase", "exit_status", "signal", "cause")
@@ -26,9 +27,9 @@ ERROR_LINE = re.compile(r"^(driver|run-two-worker-grpo-v1): \([A-Z]+-[EW]\d{3}\)
 def folder_verdict(prep_root: str, run_id: str) -> Optional[Verdict]:
     """The run folder's verdict, by the function every view uses (runverdict.latest_verdict);
     None when this box cannot read the folder (no PREP_ROOT, no folder, a link, unlistable)."""
-    if not prep_root:
+    if not prep_root or not runid.is_run_id(run_id):  # no RUN_ID: no folder to read
         return None
-    folder = run_dir(Path(prep_root), run_id)
+    folder = RunFolder.at(prep_root, run_id).path
     try:
         if not folder.is_dir() or folder.is_symlink():
             return None
@@ -42,9 +43,9 @@ def folder_verdict(prep_root: str, run_id: str) -> Optional[Verdict]:
 def run_outcome(prep_root: str, run_id: str) -> Optional[str]:
     """The failed run's verdict, FAILED's fields and its failed checks on one line; None when
     this box cannot see the run folder."""
-    if not prep_root:
+    if not prep_root or not runid.is_run_id(run_id):  # no RUN_ID: no folder to read
         return None
-    folder = run_dir(Path(prep_root), run_id)
+    folder = RunFolder.at(prep_root, run_id).path
     if not folder.is_dir() or folder.is_symlink():
         return None
     fields = failed_fields(folder) or {}

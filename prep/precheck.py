@@ -20,7 +20,7 @@ from twgrpo.formats import bounded
 from twgrpo.run.findings import Finding, finding
 from twgrpo.run import runid
 from twgrpo.run.profile import DEFAULT_PROFILE, Profile
-from twgrpo.run.runfolder import run_dir
+from twgrpo.run.runfolder import RunFolder
 
 MAX_STEPS_TRIED = 20  # checkpoint folders looked at, newest first: bounded on any volume
 MAX_ENTRIES = 100_000  # names read from a checkpoints/ folder
@@ -75,7 +75,9 @@ def check_profile_installed(prep_root: Path, rel: str, bundle_dir: Path,
 
 
 def check_run_id_new(prep_root: Path, run_id: str) -> List[Finding]:
-    folder = run_dir(prep_root, run_id)
+    if not runid.is_run_id(run_id):
+        return []  # no folder to look for: the job's spec refuses such a RUN_ID (jobspec.py)
+    folder = RunFolder.at(prep_root, run_id).path
     if folder.exists() or folder.is_symlink():
         return [finding("SUB-E013", str(folder), f"{folder} exists: RUN_ID {run_id} has run "
                         "before")]
@@ -104,7 +106,7 @@ def check_resume_from(prep_root: Path, resume_from: str, run_id: str,
         return []
     if not runid.is_run_id(resume_from):  # never a path: no ../ walks
         return [finding("SUB-E132", resume_from, f"RESUME_FROM={resume_from!r} is not a RUN_ID")]
-    folder = run_dir(prep_root, resume_from)
+    folder = RunFolder.at(prep_root, resume_from).path
     if resume_from == run_id or not folder.is_dir() or folder.is_symlink():
         return [finding("SUB-E132", str(folder), f"RESUME_FROM={resume_from} names no earlier "
                         "run on PREP_ROOT")]

@@ -333,3 +333,18 @@ verl_checkout() { find "$STORAGE/code/verl" -mindepth 1 -maxdepth 1 -type d; }
   assert_file_exist "$(run_dir "$RUN_ID")/SUCCESS"
   assert_file_not_exist "$marker"
 }
+
+@test "the launcher's postflight judges the run by the profile run.json recorded, the job's SAVE_FREQ in it" {
+  SAVE_FREQ=1 STANDIN_MODE=artifacts STANDIN_LIB=$REPO/tests/lib launch
+  assert_success
+  assert_file_exist "$(run_dir "$RUN_ID")/SUCCESS"
+  python3 - "$(run_dir "$RUN_ID")" <<'PY'
+import json, sys
+run = sys.argv[1]
+recorded = json.load(open(f"{run}/run.json"))["profile"]
+judged = json.load(open(f"{run}/verification.json"))["profile"]
+assert recorded["values"]["SAVE_FREQ"] == "1", recorded["values"]["SAVE_FREQ"]
+assert judged["values"] == recorded["values"], (judged["values"], recorded["values"])
+assert judged["path"].startswith(f"{run}/run.json"), judged["path"]  # not the profile file
+PY
+}

@@ -3,7 +3,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from twgrpo.run import command
+from twgrpo.run.runfolder import runs_dir
 
 VERDICT_RECORDS = ("SUCCESS", "verification.json", "actor-placement.json")
 
@@ -12,7 +12,7 @@ def copy_runs(fixtures: Path, names, root: Path, rejudge=()) -> Path:
     """The named run folders of a fixture folder, side by side under root's runs/, with the
     checkpoint shards it keeps packed (shards.tar.gz) unpacked into them; the verdict records
     of the runs in rejudge removed, so postflight judges them again. Returns root."""
-    runs = command.run_dir(root, "x").parent
+    runs = runs_dir(root)
     runs.mkdir(parents=True)
     for name in names:
         shutil.copytree(fixtures / name, runs / name)

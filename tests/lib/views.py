@@ -9,7 +9,7 @@ from pathlib import Path
 from prep import outcome
 from twgrpo.cli import main
 from twgrpo.report import runs, summary
-from twgrpo.run import command
+from twgrpo.run.runfolder import RunFolder
 
 STAYS = re.compile(r"the run's recorded verdict stays ([A-Z]+) ")
 
@@ -41,7 +41,7 @@ def report_view(root: Path, run_id: str, html: Path):
 
 def statuses(root: Path, run_id: str, html: Path):
     """{view: status} and the audit's exit code and output (for messages)."""
-    folder = command.run_dir(root, run_id)
+    folder = RunFolder.at(root, run_id).path
     view, _, _ = report_view(root, run_id, html)
     audit_code, audit_text = quiet(["postflight", "--audit", "--storage-root", str(root),
                                     "--run-id", run_id])

@@ -23,7 +23,8 @@ from realruns import copy_runs
 from test_one_verdict import FakeJobs  # a job server whose job has ended with a status
 from twgrpo.checks.postflight.audit import EXIT_PARTIAL
 from twgrpo.report import runs
-from twgrpo.run import command, glance
+from twgrpo.run import glance
+from twgrpo.run.runfolder import RunFolder, runs_dir
 from views import quiet, report_view, statuses
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -48,10 +49,10 @@ def pristine(tmp_path_factory):
     for group in GROUPS:
         root = tmp_path_factory.mktemp(group) / "storage"
         if group in PACKED:
-            runs_dir = command.run_dir(root, "x").parent
-            runs_dir.mkdir(parents=True)
+            every_run = runs_dir(root)
+            every_run.mkdir(parents=True)
             with tarfile.open(PACKED[group]) as archive:
-                archive.extractall(runs_dir, filter="data")
+                archive.extractall(every_run, filter="data")
         else:
             copy_runs(FIXTURES / group, _runs_of(group), root)
         roots[group] = root
@@ -203,7 +204,7 @@ MUTATIONS = {
 def _case(pristine, tmp_path, group, name, mutation):
     root = tmp_path / "storage"
     shutil.copytree(pristine[group], root, copy_function=os.link)
-    folder = command.run_dir(root, name)
+    folder = RunFolder.at(root, name).path
     if not MUTATIONS[mutation](folder):
         pytest.skip(f"{name} has nothing for {mutation} to change")
     return root, folder
@@ -213,7 +214,7 @@ def _one_status(root: Path, run_id: str, html: Path) -> str:
     """The one status the views give. make report and make audit judge with the profile run.json
     records: without it they refuse (exit 2, saying why) and give none, which is no other one."""
     found, audit_code, audit_text = statuses(root, run_id, html)
-    if "(POST-E066)" in runs.run_row(command.run_dir(root, run_id))["verdict"]:
+    if "(POST-E066)" in runs.run_row(RunFolder.at(root, run_id).path)["verdict"]:
         # the audit never passes such a run: its checks fail, or it fails it with that finding
         assert audit_code == 1, audit_text[-2000:]
         assert "(POST-E066)" in audit_text or "FAILED (" in audit_text, audit_text[-2000:]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from twgrpo.checks.resume import attempt
 from twgrpo.cli import main
-from twgrpo.run.runfolder import NAME
-from twgrpo.run import command, heartbeat, jobidentity, processes
+from twgrpo.run.runfolder import NAME, RunFolder
+from twgrpo.run import heartbeat, jobidentity, processes
 from twgrpo.run.findings import UsageError
 from twgrpo.run.runverdict import latest_verdict
 from realruns import copy_runs
@@ -39,7 +39,7 @@ def job_root(root):
     """The runs as a launcher under a Ray job records them: with the job's identity (a rewritten
     run.json, so only for the attempt tests: the resumed run pins the earlier one's bytes)."""
     for name in (EARLIER, RESUMED):
-        set_identity(command.run_dir(root, name), JOB)
+        set_identity(RunFolder.at(root, name).path, JOB)
     return root
 
 
@@ -50,7 +50,7 @@ def set_identity(run, identity):
 
 
 def folder(root, run_id):
-    return command.run_dir(root, run_id)
+    return RunFolder.at(root, run_id).path
 
 
 def beat(run, age, lease=120, state="alive"):
@@ -219,7 +219,7 @@ def test_the_beater_writes_ended_when_its_launcher_is_gone(tmp_path):
     beater = subprocess.Popen([sys.executable, "-I", "-B", str(BUNDLE / "verify-two-worker-grpo-v1.py"),
                                "heartbeat", "--storage-root", str(tmp_path), "--run-id", "r1",
                                "--launcher-pid", str(launcher.pid), "--interval", "1", "--lease", "2"])
-    run = command.run_dir(tmp_path, "r1")
+    run = RunFolder.at(tmp_path, "r1").path
     run.mkdir(parents=True)
     try:
         for _ in range(100):
@@ -382,7 +382,7 @@ def test_one_term_to_the_beater_does_not_end_a_live_run(tmp_path):
     beater = subprocess.Popen([sys.executable, "-I", "-B", str(BUNDLE / "verify-two-worker-grpo-v1.py"),
                                "heartbeat", "--storage-root", str(tmp_path), "--run-id", "r1",
                                "--launcher-pid", str(launcher.pid), "--interval", "1", "--lease", "2"])
-    run = command.run_dir(tmp_path, "r1")
+    run = RunFolder.at(tmp_path, "r1").path
     run.mkdir(parents=True)
     try:
         for _ in range(100):

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 import test_resume as resume_tests
 from twgrpo.cli import main
-from twgrpo.run import budget, command
+from twgrpo.run import budget
 from twgrpo.formats import bounded
 from twgrpo.report import shardlist, timeline
+from twgrpo.run.runfolder import RunFolder
 
 REPO = Path(__file__).resolve().parents[3]
 BUNDLE = REPO / "tools" / "verl" / "two-worker-grpo"
@@ -352,7 +353,7 @@ def test_an_unreadable_run_folder_is_listed_as_unreadable(tmp_path):
 def test_resume_refuses_a_deeply_nested_earlier_record_with_its_id(tmp_path):
     root = tmp_path / "storage"
     resume_tests.preempted(root, "A", resume_tests.profile_of(2), stop=1)
-    (command.run_dir(root, "A") / "run.json").write_text(NESTED)
+    (RunFolder.at(root, "A").path / "run.json").write_text(NESTED)
     code, phase = resume_tests.resume(root, "B", "A", resume_tests.profile_of(2))
     assert code == 1 and resume_tests.error_ids(phase) == {"RES-E002"}
 
@@ -361,7 +362,7 @@ def test_a_fifo_as_the_checkpoint_tracker_is_a_finding_not_a_hang(tmp_path):
     root = tmp_path / "storage"
     prof = resume_tests.profile_of(2)
     resume_tests.preempted(root, "A", prof, stop=1)
-    fifo(command.run_dir(root, "A") / "checkpoints" / "latest_checkpointed_iteration.txt")
+    fifo(RunFolder.at(root, "A").path / "checkpoints" / "latest_checkpointed_iteration.txt")
     resume_tests.record(root, "B", prof)
     done = verify("resume", "--profile", resume_tests.PROFILE, "--storage-root", root,
                   "--run-id", "B", "--resume-from", "A", timeout=60)
@@ -372,7 +373,7 @@ def test_a_global_step_folder_named_with_a_superscript_digit_is_no_step(tmp_path
     root = tmp_path / "storage"
     prof = resume_tests.profile_of(2)
     resume_tests.preempted(root, "A", prof, stop=1)
-    (command.run_dir(root, "A") / "checkpoints" / "global_step_²").mkdir()
+    (RunFolder.at(root, "A").path / "checkpoints" / "global_step_²").mkdir()
     code, phase = resume_tests.resume(root, "B", "A", prof)
     assert code == 0 and phase["lineage"]["step"] == 1
 
@@ -381,7 +382,7 @@ def test_a_global_step_folder_named_with_an_arabic_digit_is_not_step_1(tmp_path)
     root = tmp_path / "storage"
     prof = resume_tests.profile_of(2)
     resume_tests.preempted(root, "A", prof, stop=1)
-    checkpoints = command.run_dir(root, "A") / "checkpoints"
+    checkpoints = RunFolder.at(root, "A").path / "checkpoints"
     (checkpoints / "global_step_1").rename(checkpoints / "global_step_١")
     code, phase = resume_tests.resume(root, "B", "A", prof)
     [refusal] = [f for c in phase["checks"] for f in c["findings"]]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from prep import bundle, outcome, site, submit
-from twgrpo.run.runfolder import run_dir
+from twgrpo.run.runfolder import RunFolder
 
 JOB_ROOT = "/mnt/verl-reproduction"
 
@@ -96,7 +96,7 @@ def test_an_installed_version_changed_in_place_is_refused(capsys, server, tmp_pa
 
 
 def test_a_run_id_that_ran_before_is_refused(capsys, server, installed):
-    folder = run_dir(installed, "exp-9")
+    folder = RunFolder.at(installed, "exp-9").path
     folder.mkdir(parents=True)
     try:
         code, err = sent(capsys, server, installed)
@@ -129,7 +129,7 @@ def checkpoint(folder: Path, step: int, world: int = 1, leave_out: str = ""):
 def test_resume_from_must_name_a_run_with_a_complete_checkpoint(capsys, server, tmp_path, state,
                                                                 fid, words):
     assert bundle.main(["install", "--prep-root", str(tmp_path)]) == 0
-    earlier = run_dir(tmp_path, "exp-8")
+    earlier = RunFolder.at(tmp_path, "exp-8").path
     if state != "absent":
         earlier.mkdir(parents=True)
     if state in ("shard-missing", "complete", "succeeded"):
@@ -163,7 +163,7 @@ def test_without_prep_root_the_checks_are_skipped_with_one_warning(capsys, serve
 
 
 def test_a_failed_runs_line_names_its_failed_checks_and_ids(tmp_path):
-    folder = run_dir(tmp_path, "exp-3")
+    folder = RunFolder.at(tmp_path, "exp-3").path
     folder.mkdir(parents=True)
     (folder / "FAILED").write_text("phase=preflight\nexit_status=1\nsignal=none\n")
     (folder / "preflight.json").write_text(json.dumps({"status": "failed", "checks": [

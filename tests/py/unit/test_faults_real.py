@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from twgrpo.checks.rounds import collective
 from twgrpo.cli import main
-from twgrpo.run import command
 from twgrpo.run.runverdict import latest_verdict
+from twgrpo.run.runfolder import RunFolder
 from verification import failed_ids
 from realruns import copy_runs
 
@@ -30,7 +30,7 @@ def errors(record):
 
 
 def test_the_blocked_peer_failed_preflight_on_its_node_before_any_training(root):
-    run = command.run_dir(root, BLOCKED)
+    run = RunFolder.at(root, BLOCKED).path
     record = json.loads((run / "preflight.json").read_text())
     assert errors(record) == {("PRE-E046", NODE1), ("PRE-E070", f"{NODE0} rank 0"),
                               ("PRE-E071", f"{NODE1} rank 1")}
@@ -46,20 +46,20 @@ def test_the_blocked_peer_failed_preflight_on_its_node_before_any_training(root)
 
 
 def test_the_blocked_ranks_nccl_lines_come_from_ncclss_own_debug_file(root):
-    folder = command.run_dir(root, BLOCKED) / "preflight-collective"
+    folder = RunFolder.at(root, BLOCKED).path / "preflight-collective"
     lines = collective.nccl_lines(folder / "nccl-1.log")
     assert any("Bootstrap: Using eth1:10.232.0.11" in line for line in lines), lines
     assert any("NCCL WARN" in line for line in collective.nccl_lines(folder / "nccl-0.log"))
 
 
 def test_the_healthy_collective_of_the_hung_run_recorded_ncclss_bus_bandwidth(root):
-    record = json.loads((command.run_dir(root, HUNG) / "preflight.json").read_text())["collective"]
+    record = json.loads((RunFolder.at(root, HUNG).path / "preflight.json").read_text())["collective"]
     assert [r["stage"] for r in record["ranks"]] == ["done", "done"]
     assert record["bus_gbps"] > 0.1 and record["seconds"] < 30
 
 
 def test_the_hung_run_was_stopped_by_the_watchdog_after_step_1(root, capsys):
-    run = command.run_dir(root, HUNG)
+    run = RunFolder.at(root, HUNG).path
     assert "(POST-E129) the training watchdog stopped a stalled training" in (run / "FAILED").read_text()
     assert main(["postflight", "--storage-root", str(root), "--run-id", HUNG]) == 1
     assert "POST-E129" in failed_ids(run)
@@ -67,7 +67,7 @@ def test_the_hung_run_was_stopped_by_the_watchdog_after_step_1(root, capsys):
 
 
 def test_the_hung_runs_evidence_holds_both_nodes_stacks_and_a_flight_recorder_dump(root):
-    run = command.run_dir(root, HUNG)
+    run = RunFolder.at(root, HUNG).path
     stall = json.loads((run / "stall.json").read_text())
     assert stall["flight_dumps"] == {"rank_0": 24889}
     assert (run / "nccl-flight" / "rank_0").read_bytes()[:2] == b"\x80\x02"  # torch's pickle

@@ -10,9 +10,10 @@ import pytest
 from twgrpo.checks.resume import attempt
 from twgrpo.cli import main
 from twgrpo.formats import trainlog
-from twgrpo.run import command, heartbeat
+from twgrpo.run import heartbeat
 from twgrpo.run.findings import UsageError
 from twgrpo.run.runverdict import latest_verdict
+from twgrpo.run.runfolder import RunFolder
 from realruns import copy_runs
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "real-kill-resume-run"
@@ -27,7 +28,7 @@ def root(tmp_path):
 
 
 def folder(root, run_id):
-    return command.run_dir(root, run_id)
+    return RunFolder.at(root, run_id).path
 
 
 def postflight(root, run_id):

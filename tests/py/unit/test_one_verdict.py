@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from prep import outcome, submit
 from realruns import copy_runs
-from twgrpo.run import command
+from twgrpo.run.runfolder import RunFolder
 from views import quiet, statuses
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -27,7 +27,7 @@ def resumed_root(tmp_path):
 def test_a_resumed_success_without_resume_json_is_unproven_in_every_view(resumed_root, tmp_path):
     """Before: make runs said SUCCESS (it never asked run.json whether the run was resumed),
     report and audit UNPROVEN, and postflight passed and kept SUCCESS."""
-    folder = command.run_dir(resumed_root, RESUMED)
+    folder = RunFolder.at(resumed_root, RESUMED).path
     found, _, _ = statuses(resumed_root, RESUMED, tmp_path / "page.html")
     assert set(found.values()) == {"SUCCESS"}, found
     (folder / "resume.json").unlink()
@@ -49,7 +49,7 @@ def test_a_resumed_success_without_resume_json_is_unproven_in_every_view(resumed
 
 def test_postflight_writes_no_success_for_a_resumed_run_without_its_resume_record(resumed_root,
                                                                                    tmp_path):
-    folder = command.run_dir(resumed_root, RESUMED)
+    folder = RunFolder.at(resumed_root, RESUMED).path
     for name in ("SUCCESS", "resume.json"):
         (folder / name).unlink()
     code, text = quiet(["postflight", "--storage-root", str(resumed_root), "--run-id", RESUMED])
@@ -63,7 +63,7 @@ def test_postflight_writes_no_success_for_a_resumed_run_without_its_resume_recor
 def test_make_runs_finds_the_lineage_of_a_run_json_past_the_glance_s_whole_read(resumed_root):
     """A run.json over glance.WHOLE is searched, not parsed: its resume object still counts."""
     from twgrpo.run import glance, runverdict
-    folder = command.run_dir(resumed_root, RESUMED)
+    folder = RunFolder.at(resumed_root, RESUMED).path
     record = json.loads((folder / "run.json").read_text())
     record["zz_padding"] = "x" * (glance.WHOLE + 1)  # sorted last, as the writer lays it out
     (folder / "run.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
@@ -95,7 +95,7 @@ def follow(capsys, status, prep_root, run_id):
 def test_submit_reports_the_run_folder_s_failed_verdict_when_ray_says_succeeded(resumed_root,
                                                                                capsys):
     """Before: SUCCESS and exit 0 whenever Ray said SUCCEEDED."""
-    folder = command.run_dir(resumed_root, RESUMED)
+    folder = RunFolder.at(resumed_root, RESUMED).path
     (folder / "FAILED").write_text("phase=postflight\nexit_status=1\nsignal=none\ntime=x\n")
     code, err = follow(capsys, "SUCCEEDED", str(resumed_root), RESUMED)
     assert code == 1
@@ -105,7 +105,7 @@ def test_submit_reports_the_run_folder_s_failed_verdict_when_ray_says_succeeded(
 
 
 def test_submit_reports_an_unproven_run_folder_when_ray_says_succeeded(resumed_root, capsys):
-    (command.run_dir(resumed_root, RESUMED) / "resume.json").unlink()
+    (RunFolder.at(resumed_root, RESUMED).path / "resume.json").unlink()
     code, err = follow(capsys, "SUCCEEDED", str(resumed_root), RESUMED)
     assert code == 1 and "Ray says SUCCEEDED, but the run folder says UNPROVEN: " \
                          "run.json names the run this one resumed from" in err
@@ -153,7 +153,7 @@ def test_the_report_of_a_run_failed_in_preflight_claims_no_steps_and_no_missing_
 
 def test_a_run_that_trained_still_reports_its_missing_scalars(resumed_root, tmp_path):
     import shutil
-    folder = command.run_dir(resumed_root, RESUMED)
+    folder = RunFolder.at(resumed_root, RESUMED).path
     shutil.rmtree(folder / "tensorboard")
     (folder / "tensorboard").mkdir()
     code, text = quiet(["report", "--storage-root", str(resumed_root), "--run-id", RESUMED,

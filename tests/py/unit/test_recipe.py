@@ -93,9 +93,10 @@ def test_extra_overrides_are_recorded_in_run_json(tmp_path):
     p = load_profile(str(profile_file(tmp_path, EXTRA_OVERRIDES="data.shuffle=true")))
     (tmp_path / "runs/verl/two-worker-grpo/r1").mkdir(parents=True)
     args = types.SimpleNamespace(storage_root=tmp_path, run_id="r1", save_freq=None, launcher=None,
-                                 bundle_sums_sha256="a" * 64, launcher_sha256="b" * 64)
-    from twgrpo import launch
-    assert launch.record_run(args, p) == 0
+                                 bundle_sums_sha256="a" * 64, launcher_sha256="b" * 64,
+                                 profile=str(p.path))
+    from twgrpo.cli import launcher
+    assert launcher.record_run(args) == 0
     record = json.loads((tmp_path / "runs/verl/two-worker-grpo/r1/run.json").read_text())
     assert record["profile"]["values"]["EXTRA_OVERRIDES"] == "data.shuffle=true"
     assert "data.shuffle=true" in record["training_command"]

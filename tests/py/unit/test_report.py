@@ -357,3 +357,22 @@ def test_the_image_a_run_recorded_is_shown_and_its_absence_said(run, capsys):
     _, out, text = report(run, capsys)
     assert f"  image     {image}" in out.splitlines()
     assert image in "".join(Page(text).text) and "(RPT-E020)" not in out
+
+
+def test_make_report_reads_the_runs_profile_once(run, capsys, monkeypatch):
+    """The profile and, when it cannot be read, why not come from one read of run.json."""
+    from twgrpo.run import runrecord
+    real, reads = runrecord.read_typed, []
+
+    def counted(run_dir, spec, problems, within=None):
+        if set(spec) == {"profile"}:
+            reads.append(run_dir)
+        return real(run_dir, spec, problems, within)
+
+    monkeypatch.setattr(runrecord, "read_typed", counted)
+    assert main(["report", "--output-dir", str(run)]) == 0
+    assert len(reads) == 1
+    (run / "run.json").unlink()
+    reads.clear()
+    assert main(["report", "--output-dir", str(run)]) == 0
+    assert len(reads) == 1 and "(RPT-E001) run.json is missing" in capsys.readouterr().out

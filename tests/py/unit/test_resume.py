@@ -15,6 +15,7 @@ import synthrun
 from twgrpo.run import command, processes
 from twgrpo.cli import main
 from twgrpo.run.profile import load_profile, with_overrides
+from twgrpo.run.runfolder import RunFolder
 
 HOSTS = [{"hostname": "worker-0", "ip": "10.231.0.10"}]
 PROFILE = "smoke-1x1"
@@ -31,7 +32,7 @@ def record(root, run_id, profile, **extra):
             "driver_host": "another-host", "driver_pid": 4242,
             "training_command": command.training_command(profile, root, run_id)}
     data.update(extra)
-    run = command.run_dir(root, run_id)
+    run = RunFolder.at(root, run_id).path
     run.mkdir(parents=True, exist_ok=True)
     (run / "run.json").write_text(json.dumps(data, indent=2))
     return run
@@ -53,7 +54,7 @@ def resume(root, run_id, earlier, profile):
     record(root, run_id, profile)
     code = main(["resume", "--profile", PROFILE, "--storage-root", str(root), "--run-id", run_id,
                  "--resume-from", earlier])
-    return code, json.loads((command.run_dir(root, run_id) / "resume.json").read_text())
+    return code, json.loads((RunFolder.at(root, run_id).path / "resume.json").read_text())
 
 
 def error_ids(phase_record):
@@ -77,7 +78,7 @@ def test_resume_records_lineage_and_reads_the_earlier_run_only(root):
     code, phase = resume(root, "B", "A", prof)
     assert code == 0, phase
     assert tree_state(earlier) == before
-    run = json.loads((command.run_dir(root, "B") / "run.json").read_text())
+    run = json.loads((RunFolder.at(root, "B").path / "run.json").read_text())
     lineage = run["resume"]
     assert lineage["from_run_id"] == "A" and lineage["step"] == 1 and lineage["chain"] == ["A"]
     assert lineage["checkpoint"] == "checkpoints/global_step_1"
@@ -86,7 +87,7 @@ def test_resume_records_lineage_and_reads_the_earlier_run_only(root):
     assert lineage["files"] == {str(p.relative_to(step_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
                                 for p in sorted(step_dir.rglob("*")) if p.is_file()}
     assert lineage["snapshot"] == "resume-from/A/checkpoints/global_step_1"
-    copy = command.run_dir(root, "B") / lineage["snapshot"]
+    copy = RunFolder.at(root, "B").path / lineage["snapshot"]
     assert tree_state(copy) == lineage["files"]
     assert "trainer.resume_mode=resume_path" in run["training_command"]
     assert f"trainer.resume_from_path={copy}" in run["training_command"]
@@ -109,11 +110,11 @@ def test_the_training_command_follows_the_run_record(root, capsysbinary):
 def test_record_run_applies_save_freq_and_names_its_driver(root, monkeypatch):  # the launcher is its parent
     monkeypatch.delenv("TWGRPO_IMAGE", raising=False)
     root.mkdir()
-    command.run_dir(root, "A").mkdir(parents=True)
+    RunFolder.at(root, "A").path.mkdir(parents=True)
     assert main(["record-run", "--profile", PROFILE, "--storage-root", str(root), "--run-id", "A",
                  "--bundle-sums-sha256", "a" * 64, "--launcher-sha256", "b" * 64,
                  "--save-freq", "1"]) == 0
-    run = json.loads((command.run_dir(root, "A") / "run.json").read_text())
+    run = json.loads((RunFolder.at(root, "A").path / "run.json").read_text())
     assert run["profile"]["values"]["SAVE_FREQ"] == "1"
     assert "trainer.save_freq=1" in run["training_command"]
     assert run["driver_pid"] == os.getppid() and run["driver_host"] == socket.gethostname()
@@ -123,14 +124,14 @@ def test_record_run_applies_save_freq_and_names_its_driver(root, monkeypatch):  
 def test_record_run_records_the_image_the_manifest_named(root, monkeypatch):
     image = "registry.example/verl@sha256:" + "cd" * 32
     monkeypatch.setenv("TWGRPO_IMAGE", image)
-    command.run_dir(root, "A").mkdir(parents=True)
+    RunFolder.at(root, "A").path.mkdir(parents=True)
     assert main(["record-run", "--profile", PROFILE, "--storage-root", str(root), "--run-id", "A",
                  "--bundle-sums-sha256", "a" * 64, "--launcher-sha256", "b" * 64]) == 0
-    assert json.loads((command.run_dir(root, "A") / "run.json").read_text())["image"] == image
+    assert json.loads((RunFolder.at(root, "A").path / "run.json").read_text())["image"] == image
 
 
 def test_record_run_refuses_a_bad_save_freq(root):
-    command.run_dir(root, "A").mkdir(parents=True)
+    RunFolder.at(root, "A").path.mkdir(parents=True)
     assert main(["record-run", "--profile", PROFILE, "--storage-root", str(root), "--run-id", "A",
                  "--bundle-sums-sha256", "a" * 64, "--launcher-sha256", "b" * 64,
                  "--save-freq", "0"]) == 2
@@ -154,13 +155,13 @@ def relink(path, target):
 
 
 def link_instead(root):
-    real = command.run_dir(root, "A")
+    real = RunFolder.at(root, "A").path
     real.rename(real.with_name("A-real"))
     real.symlink_to("A-real")
 
 
 def running_here(root):
-    run = command.run_dir(root, "A")
+    run = RunFolder.at(root, "A").path
     (run / "FAILED").unlink()
     set_field(run, "driver_host", socket.gethostname())
     set_field(run, "driver_pid", os.getpid())
@@ -169,7 +170,7 @@ def running_here(root):
 
 
 def gone_here(root):
-    run = command.run_dir(root, "A")
+    run = RunFolder.at(root, "A").path
     (run / "FAILED").unlink()
     child = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
     set_field(run, "driver_host", socket.gethostname())
@@ -177,13 +178,13 @@ def gone_here(root):
 
 
 def damage_shard(root, step=1):
-    path = command.run_dir(root, "A") / "checkpoints" / f"global_step_{step}" / "actor" / \
+    path = RunFolder.at(root, "A").path / "checkpoints" / f"global_step_{step}" / "actor" / \
         "model_world_size_1_rank_0.pt"
     path.write_bytes(path.read_bytes()[:100])
 
 
 def link_checkpoints_out(root):
-    run = command.run_dir(root, "A")
+    run = RunFolder.at(root, "A").path
     other = root / "elsewhere"
     (run / "checkpoints").rename(other)
     (run / "checkpoints").symlink_to(other)
@@ -192,22 +193,22 @@ def link_checkpoints_out(root):
 REFUSALS = [  # (name, how the earlier run is made wrong, the refusal's id)
     ("unknown earlier run", lambda r: None, "RES-E001"),
     ("earlier run folder is a link", link_instead, "RES-E001"),
-    ("run.json not JSON", lambda r: (command.run_dir(r, "A") / "run.json").write_text("{"), "RES-E002"),
-    ("run.json a link to /dev/zero", lambda r: relink(command.run_dir(r, "A") / "run.json", "/dev/zero"), "RES-E002"),
-    ("run.json huge", lambda r: (command.run_dir(r, "A") / "run.json").write_text(" " * (2 << 20)), "RES-E002"),
-    ("run.json of another run", lambda r: set_field(command.run_dir(r, "A"), "run_id", "Z"), "RES-E002"),
-    ("another profile value", lambda r: set_value(command.run_dir(r, "A"), "LEARNING_RATE", "1e-5"), "RES-E003"),
-    ("another model pin", lambda r: set_value(command.run_dir(r, "A"), "MODEL_SUMS_SHA256", "c" * 64), "RES-E004"),
-    ("another verl commit", lambda r: set_value(command.run_dir(r, "A"), "VERL_COMMIT", "d" * 40), "RES-E004"),
-    ("another reward pin", lambda r: set_value(command.run_dir(r, "A"), "REWARD_SHA256", "f" * 64), "RES-E004"),
-    ("another bundle", lambda r: set_field(command.run_dir(r, "A"), "bundle_sums_sha256", "e" * 64), "RES-E005"),
-    ("earlier run succeeded", lambda r: (command.run_dir(r, "A") / "SUCCESS").write_text("x\n"), "RES-E006"),
+    ("run.json not JSON", lambda r: (RunFolder.at(r, "A").path / "run.json").write_text("{"), "RES-E002"),
+    ("run.json a link to /dev/zero", lambda r: relink(RunFolder.at(r, "A").path / "run.json", "/dev/zero"), "RES-E002"),
+    ("run.json huge", lambda r: (RunFolder.at(r, "A").path / "run.json").write_text(" " * (2 << 20)), "RES-E002"),
+    ("run.json of another run", lambda r: set_field(RunFolder.at(r, "A").path, "run_id", "Z"), "RES-E002"),
+    ("another profile value", lambda r: set_value(RunFolder.at(r, "A").path, "LEARNING_RATE", "1e-5"), "RES-E003"),
+    ("another model pin", lambda r: set_value(RunFolder.at(r, "A").path, "MODEL_SUMS_SHA256", "c" * 64), "RES-E004"),
+    ("another verl commit", lambda r: set_value(RunFolder.at(r, "A").path, "VERL_COMMIT", "d" * 40), "RES-E004"),
+    ("another reward pin", lambda r: set_value(RunFolder.at(r, "A").path, "REWARD_SHA256", "f" * 64), "RES-E004"),
+    ("another bundle", lambda r: set_field(RunFolder.at(r, "A").path, "bundle_sums_sha256", "e" * 64), "RES-E005"),
+    ("earlier run succeeded", lambda r: (RunFolder.at(r, "A").path / "SUCCESS").write_text("x\n"), "RES-E006"),
     ("earlier run still running", running_here, "RES-E007"),
     ("no FAILED and its driver gone", gone_here, "RES-E008"),
-    ("no FAILED, driver on another host", lambda r: (command.run_dir(r, "A") / "FAILED").unlink(), "RES-E008"),
-    ("no checkpoint tracker", lambda r: (command.run_dir(r, "A") / "checkpoints" /
+    ("no FAILED, driver on another host", lambda r: (RunFolder.at(r, "A").path / "FAILED").unlink(), "RES-E008"),
+    ("no checkpoint tracker", lambda r: (RunFolder.at(r, "A").path / "checkpoints" /
                                          "latest_checkpointed_iteration.txt").unlink(), "RES-E009"),
-    ("tracker not a number", lambda r: (command.run_dir(r, "A") / "checkpoints" /
+    ("tracker not a number", lambda r: (RunFolder.at(r, "A").path / "checkpoints" /
                                         "latest_checkpointed_iteration.txt").write_text("x"), "RES-E009"),
     ("the only checkpoint damaged", damage_shard, "RES-E009"),
     ("checkpoints lead outside the run", link_checkpoints_out, "RES-E011"),
@@ -223,7 +224,7 @@ def test_resume_refuses(root, name, fault, fid):
     code, phase = resume(root, "B", "A", prof)
     assert code == 1
     assert fid in error_ids(phase)
-    run = json.loads((command.run_dir(root, "B") / "run.json").read_text())
+    run = json.loads((RunFolder.at(root, "B").path / "run.json").read_text())
     assert "resume" not in run and "trainer.resume_mode=disable" in run["training_command"]
 
 
@@ -271,7 +272,7 @@ def resumed(root, run_id, earlier, prof, stop=None):
     code, phase = resume(root, run_id, earlier, prof)
     assert code == 0, phase
     step = phase["lineage"]["step"]
-    run = command.run_dir(root, run_id)
+    run = RunFolder.at(root, run_id).path
     ckpt = str(command.resume_snapshot_dir(root, run_id, earlier, step))  # the copy verl loads
     stop = stop or prof.TARGET_STEPS
     synthrun.write_run(run, prof, run_id, str(root), HOSTS, first_step=step + 1, last_step=stop,
@@ -413,7 +414,7 @@ def test_a_checkpoint_folder_linked_out_of_the_earlier_run_is_refused(root, tmp_
     actor.symlink_to(outside)
     code, phase = resume(root, "B", "A", prof)
     assert code == 1 and error_ids(phase) == {"RES-E020"}
-    assert "resume" not in json.loads((command.run_dir(root, "B") / "run.json").read_text())
+    assert "resume" not in json.loads((RunFolder.at(root, "B").path / "run.json").read_text())
 
 
 def test_a_shard_file_linked_out_of_the_earlier_run_is_refused(root, tmp_path):
@@ -453,7 +454,7 @@ def test_verl_loads_the_hashed_copy_whatever_happens_to_the_earlier_checkpoint(r
     prof = profile_of(2)
     earlier = preempted(root, "A", prof, stop=1)
     assert resume(root, "B", "A", prof)[0] == 0
-    lineage = json.loads((command.run_dir(root, "B") / "run.json").read_text())["resume"]
+    lineage = json.loads((RunFolder.at(root, "B").path / "run.json").read_text())["resume"]
     shard = earlier / "checkpoints" / "global_step_1" / "data.pt"
     original = shard.read_bytes()
     shard.write_bytes(b"swapped")  # the window between the resume phase and verl's load
@@ -461,7 +462,7 @@ def test_verl_loads_the_hashed_copy_whatever_happens_to_the_earlier_checkpoint(r
     assert main(["command", "--profile", PROFILE, "--storage-root", str(root), "--run-id", "B"]) == 0
     argv = capsysbinary.readouterr().out.decode().split("\0")[:-1]
     loaded = Path(next(a for a in argv if a.startswith("trainer.resume_from_path=")).split("=", 1)[1])
-    assert command.run_dir(root, "B") in loaded.parents
+    assert RunFolder.at(root, "B").path in loaded.parents
     assert tree_state(loaded) == lineage["files"]
     assert all(not os.access(p, os.W_OK) or os.geteuid() == 0 for p in loaded.rglob("*.pt"))
     shard.write_bytes(original)
@@ -479,4 +480,4 @@ def test_a_parent_whose_driver_is_alive_is_never_resumed_even_with_failed(root):
     assert (earlier / "FAILED").exists()
     code, phase = resume(root, "B", "A", prof)
     assert code == 1 and error_ids(phase) == {"RES-E007"}
-    assert not (command.run_dir(root, "B") / "resume-from").exists()
+    assert not (RunFolder.at(root, "B").path / "resume-from").exists()

@@ -8,6 +8,7 @@ import pytest
 from twgrpo.run import command
 from twgrpo.formats import trainlog
 from twgrpo.cli import main
+from twgrpo.run.runfolder import RunFolder
 from realruns import copy_runs
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "real-resume-run"
@@ -24,7 +25,7 @@ def root(tmp_path):
 
 def postflight(root, run_id):
     code = main(["postflight", "--storage-root", str(root), "--run-id", run_id])
-    record = json.loads((command.run_dir(root, run_id) / "verification.json").read_text())
+    record = json.loads((RunFolder.at(root, run_id).path / "verification.json").read_text())
     return code, record
 
 
@@ -35,7 +36,7 @@ def error_ids(record):
 def test_the_real_resumed_run_passes_postflight(root):
     code, record = postflight(root, RESUMED)
     assert code == 0, error_ids(record)
-    assert (command.run_dir(root, RESUMED) / "SUCCESS").exists()
+    assert (RunFolder.at(root, RESUMED).path / "SUCCESS").exists()
     evidence = record["evidence"]
     assert evidence["resume"]["from_run_id"] == EARLIER and evidence["resume"]["step"] == 1
     assert list(evidence["rollouts"]) == ["2"]
@@ -43,7 +44,7 @@ def test_the_real_resumed_run_passes_postflight(root):
 
 
 def test_the_real_log_shows_verl_loading_the_checkpoint_on_every_shard(root):
-    log = command.run_dir(root, RESUMED) / "training.log"
+    log = RunFolder.at(root, RESUMED).path / "training.log"
     scan = trainlog.scan_log(str(log))
     assert [p.endswith(f"/{EARLIER}/checkpoints/global_step_1") for _, p in scan.checkpoint_loads] == [True]
     assert sorted(kind for _, kind, _ in scan.shard_loads) == ["lr_scheduler", "model", "optimizer", "rng"]
@@ -51,7 +52,7 @@ def test_the_real_log_shows_verl_loading_the_checkpoint_on_every_shard(root):
 
 
 def test_the_real_preempted_run_fails_postflight_as_preempted(root, capsys):
-    earlier = command.run_dir(root, EARLIER)
+    earlier = RunFolder.at(root, EARLIER).path
     code, record = postflight(root, EARLIER)
     assert code == 1
     assert error_ids(record) == {"POST-E170"}  # what stopping left missing, nothing else
@@ -63,23 +64,23 @@ def test_the_real_preempted_run_fails_postflight_as_preempted(root, capsys):
 
 
 def test_the_resume_phase_picks_the_real_step_1_checkpoint_again(root):
-    earlier = json.loads((command.run_dir(root, EARLIER) / "run.json").read_text())
-    run = command.run_dir(root, "again")
+    earlier = json.loads((RunFolder.at(root, EARLIER).path / "run.json").read_text())
+    run = RunFolder.at(root, "again").path
     run.mkdir()
     record = {**earlier, "run_id": "again", "driver_host": "elsewhere", "driver_pid": 2}
     (run / "run.json").write_text(json.dumps(record))
     assert main(["resume", "--profile", "smoke-1x1", "--storage-root", str(root), "--run-id",
                  "again", "--resume-from", EARLIER]) == 0
     lineage = json.loads((run / "run.json").read_text())["resume"]
-    recorded = json.loads((command.run_dir(root, RESUMED) / "run.json").read_text())["resume"]
+    recorded = json.loads((RunFolder.at(root, RESUMED).path / "run.json").read_text())["resume"]
     assert lineage["step"] == 1 and lineage["files"] == recorded["files"]
     assert lineage["earlier_ended"]["signal"] == "TERM"
 
 
 def test_a_real_resumed_run_refuses_to_be_resumed(root):
     assert postflight(root, RESUMED)[0] == 0
-    resumed = json.loads((command.run_dir(root, RESUMED) / "run.json").read_text())
-    run = command.run_dir(root, "third")
+    resumed = json.loads((RunFolder.at(root, RESUMED).path / "run.json").read_text())
+    run = RunFolder.at(root, "third").path
     run.mkdir()
     (run / "run.json").write_text(json.dumps({**resumed, "run_id": "third"}))
     assert main(["resume", "--profile", "smoke-1x1", "--storage-root", str(root), "--run-id",
@@ -129,8 +130,8 @@ FAULTS = [(drop_load_line, "POST-E061"), (load_from_another_run, "POST-E061"),
 
 @pytest.mark.parametrize("fault,fid", FAULTS, ids=[f.__name__ for f, _ in FAULTS])
 def test_a_fault_in_the_real_resumed_run_fails_postflight(root, fault, fid):
-    fault(command.run_dir(root, RESUMED))
+    fault(RunFolder.at(root, RESUMED).path)
     code, record = postflight(root, RESUMED)
     assert code == 1
     assert fid in error_ids(record)
-    assert not (command.run_dir(root, RESUMED) / "SUCCESS").exists()
+    assert not (RunFolder.at(root, RESUMED).path / "SUCCESS").exists()

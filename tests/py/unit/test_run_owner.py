@@ -82,6 +82,7 @@ def _refusals(text):
     """Whether each entry point that takes a RUN_ID refuses text."""
     from prep import jobspec
     from twgrpo.checks.rules import request
+    from twgrpo.run import command
     out = {"runid": not runid.is_run_id(text)}
     out["launch"] = any("RUN_ID" in str(p) for p in request.variable_problems(
         {"STORAGE_ROOT": "/mnt", "RUN_ID": text}))
@@ -90,6 +91,11 @@ def _refusals(text):
         out["folder"] = False
     except UsageError:
         out["folder"] = True
+    try:  # the folders the training command names: the same checked folder
+        command.checkpoint_dir(Path("/mnt"), text, 1)
+        out["command"] = False
+    except UsageError:
+        out["command"] = True
     try:
         jobspec.check_run_id(text)
         out["submit"] = False
@@ -104,6 +110,14 @@ def _refusals(text):
 def test_every_entry_point_applies_the_one_run_id_rule(text):
     refused = _refusals(text)
     assert set(refused.values()) == {text in BAD}, refused
+
+
+def test_a_run_id_reaches_its_folder_one_way_only():
+    """RunFolder.at, which applies the rule, is the only join of a RUN_ID onto the runs folder:
+    the unchecked run_dir(root, run_id) is gone."""
+    from twgrpo.run import runfolder
+    assert not hasattr(runfolder, "run_dir")
+    assert RunFolder.at("/mnt", "exp-1").path == runfolder.runs_dir("/mnt") / "exp-1"
 
 
 def test_no_other_module_compiles_a_run_id_pattern():

@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=a8a78102448f03ce6b11b5f4d77edd58ee197e376b75640e0acb4c14ed4368e7
+readonly BUNDLE_SUMS_SHA256=e1fb4990818e211d2dc6c49baac960c4c27c74eb31e1cf03f9ab64d3552f4d9c
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
@@ -473,8 +473,8 @@ main() {
   mkdir -p "$RUN_DIR/nccl-flight"  # NCCL's flight-recorder dumps, per rank, on a collective timeout
   run_phase training train_and_log || training_failed "$?"
 
-  run_phase postflight python3 -I -B "$VERIFY" postflight --profile "$PROFILE_NAME" --run-id "$RUN_ID" \
-    --output-dir "$RUN_DIR" --fan-out
+  # The run folder alone: the profile is the one run.json recorded, as make postflight reads it.
+  run_phase postflight python3 -I -B "$VERIFY" postflight --output-dir "$RUN_DIR" --fan-out
   [[ -s "$RUN_DIR/SUCCESS" ]] ||
     die 1 "(LAUNCH-E013) postflight passed but wrote no SUCCESS in $RUN_DIR — This is a bug; verification.json holds the verdict."
   printf '%s: SUCCESS %s (verification: %s/verification.json)\n' "$PROG" "$RUN_ID" "$RUN_DIR"

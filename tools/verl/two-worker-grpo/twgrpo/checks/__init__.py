@@ -12,6 +12,7 @@ returns findings:
     resume/      a retry's next attempt, RESUME_FROM, liveness, and a resumed run's postflight
     watch/       the training watchdog and the evidence it gathers from every node
 
-May import: formats/, run/ and other modules of checks/; ray only in what talks to the cluster
+May import: formats/, run/ and other modules of checks/; never argparse (a phase takes a
+RunFolder, the Profile and keyword options: cli/ parses the command line); ray only in what talks to the cluster
 (tests/py/unit/test_imports.py lists those modules) and torch only in the collective rank.
 """

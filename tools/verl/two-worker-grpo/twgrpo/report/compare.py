@@ -9,7 +9,6 @@ compare_facts.ASPECTS, then the metrics. Exit 0 when nothing differs, 1 when som
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -22,7 +21,7 @@ from ..run.findings import EXIT_FAILED, EXIT_PASSED, Finding, UsageError, findin
 from ..run.humane import printable
 from ..run.records import RecordError, write_text
 from ..run import runid, runrecord
-from ..run.runfolder import run_dir
+from ..run.runfolder import RunFolder, runs_dir
 from . import compare_facts, compare_metrics, compare_rollouts, runview
 
 
@@ -35,7 +34,7 @@ def load_view(storage_root: Path, run_id: str) -> runview.RunView:
     if not runid.is_run_id(run_id):
         raise usage("CMP-E001", repr(run_id)[:140], "is not a RUN_ID (letters, digits, '.', '_', "
                     "'-', at most 128)")
-    folder = run_dir(storage_root, run_id)
+    folder = RunFolder.at(storage_root, run_id).path
     if folder.is_symlink() or not folder.is_dir():
         raise usage("CMP-E001", str(folder), "is not a run folder" + (
             " (a symbolic link)" if folder.is_symlink() else ""))
@@ -148,7 +147,7 @@ def default_page(storage_root: Path, ids: Sequence[str]) -> Path:
     name = "-vs-".join(ids)
     if len(name) > 200:  # several long RUN_IDs: the first, and a digest of them all
         name = f"{ids[0]}-vs-{len(ids) - 1}-runs-{hashlib.sha256(' '.join(ids).encode()).hexdigest()[:12]}"
-    return run_dir(storage_root, "x").parent.parent / COMPARE_FOLDER / f"{name}.html"
+    return runs_dir(storage_root).parent / COMPARE_FOLDER / f"{name}.html"
 
 
 def refuse_inside(target: Path, views: Sequence[runview.RunView]) -> None:
@@ -172,38 +171,41 @@ def write_page(target: Path, text: str) -> None:
                          getattr(exc, "fid", ""), getattr(exc, "hint", ""))
 
 
-def main(args: argparse.Namespace) -> int:
+def run(storage_root: Path, run_id: str, against: Sequence[str], *, tolerance: Optional[str] = None,
+        html: Optional[str] = None, fmt: str = "text") -> int:
+    """Compare run_id with each RUN_ID in against; the page goes to html (default: beside the
+    runs, default_page) unless fmt is json without html. tolerance: as compare_metrics reads it."""
     from . import compare_page, compare_text  # the page and the text import this module's result
-    if not args.storage_root.is_dir():
-        raise UsageError(f"PREP_ROOT {args.storage_root} is not a directory: set PREP_ROOT= to the "
+    if not storage_root.is_dir():
+        raise UsageError(f"PREP_ROOT {storage_root} is not a directory: set PREP_ROOT= to the "
                          "shared volume's mount path on this box")
-    against = [a for a in (args.against or []) for a in a.split()]
-    if not args.run_id or not against:
+    against = list(against)
+    if not run_id or not against:
         raise UsageError("name the runs: make compare RUN_ID=<run> AGAINST=<reference> "
                          "(several AGAINST allowed, space-separated; make runs lists runs)")
-    ids = [args.run_id] + against
+    ids = [run_id] + against
     if len(against) > MAX_AGAINST:
         raise UsageError(f"at most {MAX_AGAINST} AGAINST runs at once ({len(against)} given)")
     twice = sorted({i for i in ids if ids.count(i) > 1})
     if twice:
         raise usage("CMP-E002", ", ".join(twice)[:300], "is named more than once")
     try:
-        tolerance = compare_metrics.tolerance_of(args.tolerance)
+        relative = compare_metrics.tolerance_of(tolerance)
     except ValueError:
-        raise usage("CMP-E003", f"TOLERANCE={args.tolerance!r}"[:200], "is not a number from 0 to 10 "
+        raise usage("CMP-E003", f"TOLERANCE={tolerance!r}"[:200], "is not a number from 0 to 10 "
                     "or a percentage")
-    views = [load_view(args.storage_root, run_id) for run_id in ids]
-    data = result(views, tolerance)
+    views = [load_view(storage_root, one) for one in ids]
+    data = result(views, relative)
     failed = None
-    if args.html or args.format != "json":
-        target = Path(os.path.abspath(args.html or default_page(args.storage_root, ids)))
+    if html or fmt != "json":
+        target = Path(os.path.abspath(html or default_page(storage_root, ids)))
         refuse_inside(target, views)
         try:
             write_page(target, compare_page.render(views, data))
             data["page"] = str(target)
         except UsageError as exc:  # a read-only volume: the summary still comes, then the error
             failed = exc
-    if args.format == "json":
+    if fmt == "json":
         sys.stdout.write(json.dumps(finite(data), sort_keys=True, indent=1, allow_nan=False) + "\n")
     else:
         print("\n".join(printable(line) for line in compare_text.lines(data)), flush=True)
@@ -221,18 +223,3 @@ def finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [finite(v) for v in value]
     return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("compare", help="compare a run with one or more reference runs: what ran, "
-                       "how it went, what it learned (exit 0 the same, 1 something differs)")
-    p.add_argument("--storage-root", type=Path, required=True, help="the volume's mount path here")
-    p.add_argument("--run-id", help="the run to compare")
-    p.add_argument("--against", action="append", help="a reference RUN_ID (repeat, or several "
-                   "separated by spaces)")
-    p.add_argument("--tolerance", help=f"relative tolerance of a metric's end value (default "
-                   f"{compare_metrics.DEFAULT_TOLERANCE}; 5%% also works)")
-    p.add_argument("--html", help=f"where to write the page (default: runs/verl/{COMPARE_FOLDER}/"
-                   "<run>-vs-<reference>.html under the storage root)")
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="json: one JSON object on stdout for scripts (the page only with --html)")

@@ -8,7 +8,6 @@ the listing. A resumed run names its parent and step (<- parent@K), a parent its
 """
 from __future__ import annotations
 
-import argparse
 import errno
 import os
 import re
@@ -20,7 +19,7 @@ from ..run import glance, heartbeat, runid, runrecord, typed
 from ..run.findings import UsageError
 from ..run.humane import duration, printable, when
 from . import lineage, runs_json
-from ..run.runfolder import run_dir
+from ..run.runfolder import runs_dir
 from ..run.runverdict import latest_verdict
 
 TAIL = 256 << 10  # of driver.log searched for the last phases' lines (bytes.find, not parsed)
@@ -107,10 +106,11 @@ def _children(rows: List[Dict[str, str]]) -> None:
         row["lineage"] = " ".join(filter(None, [row["lineage"], "-> " + ", ".join(children[:2]) + more]))
 
 
-def main(args: argparse.Namespace) -> int:
-    root = run_dir(args.storage_root, "x").parent
-    if not args.storage_root.is_dir():
-        raise UsageError(f"PREP_ROOT {args.storage_root} is not a directory: set PREP_ROOT= to "
+def run(storage_root: Path, fmt: str = "text") -> int:
+    """Every run under storage_root, one line each (fmt json: one object per run and line)."""
+    root = runs_dir(storage_root)
+    if not storage_root.is_dir():
+        raise UsageError(f"PREP_ROOT {storage_root} is not a directory: set PREP_ROOT= to "
                          "the shared volume's mount path on this box")
     if not root.is_dir():
         print(f"runs: no run yet under {root}")
@@ -124,7 +124,7 @@ def main(args: argparse.Namespace) -> int:
     rows.sort(key=lambda r: (r["sort"], r["run_id"]))
     _children(rows)
     rows = [{key: _cut(row[key], WIDTHS.get(key, 64)) for key in row} for row in rows]
-    if getattr(args, "format", "text") == "json":
+    if fmt == "json":
         return runs_json.print_rows(rows)
     keys = list(HEADER)
     widths = {k: max(len(r[k]) for r in [HEADER, *rows]) for k in keys}

@@ -1,7 +1,6 @@
 """make report RUN_ID=...: report.html in the run folder, and a text summary of the same facts."""
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 from typing import List, Optional
@@ -11,8 +10,6 @@ from ..run.findings import UsageError, utc_now
 from ..run.humane import duration, number, printable, topology, when
 from ..run.profile import Profile
 from ..run.records import RecordError, write_text
-from ..run import runrecord
-from ..run.runpaths import run_folder
 from ..run.runfolder import RunFolder
 
 
@@ -84,16 +81,19 @@ def _float(value):
         return value
 
 
-def main(args: argparse.Namespace, profile: Profile) -> int:
-    run_dir, run_id = run_folder(args)
+def run(folder: RunFolder, profile: Profile, *, profile_problem: Optional[str] = None,
+        html: Optional[str] = None, reference_run: Optional[str] = None) -> int:
+    """report.html (or html) and the text summary of the run in folder, judged with profile;
+    profile_problem: why the run's own profile could not be read (the page says so).
+    reference_run: a run whose scalars the charts draw beside (reference.py)."""
+    run_dir = folder.path
     if not run_dir.is_dir():
         raise UsageError(f"no run folder {run_dir}: set RUN_ID= to a run under PREP_ROOT= "
                          "(make runs lists them)")
-    run_id = run_id or run_dir.resolve().name  # --output-dir . names no run
-    problem = None if getattr(args, "profile", None) else runrecord.profile_problem(run_dir)
-    view = runview.load(run_dir, run_id, dict(profile.values), profile.PROFILE_NAME, problem)
-    view.findings += [("report", f) for f in reference.load(view, getattr(args, "reference", None))]
-    target = Path(os.path.abspath(args.html if getattr(args, "html", None) else RunFolder(run_dir).report_html))
+    run_id = folder.run_id or run_dir.resolve().name  # --output-dir . names no run
+    view = runview.load(run_dir, run_id, dict(profile.values), profile.PROFILE_NAME, profile_problem)
+    view.findings += [("report", f) for f in reference.load(view, reference_run)]
+    target = Path(os.path.abspath(html or folder.report_html))
     try:
         write_text(target, page.render(view, utc_now()))
         umask = os.umask(0)

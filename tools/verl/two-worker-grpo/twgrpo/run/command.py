@@ -12,7 +12,7 @@ from . import recipe
 from .findings import usage
 from .profile import Profile
 from .profile_keys import HF_ROLLOUT_MODULE
-from .runfolder import RunFolder, run_dir
+from .runfolder import RunFolder
 
 # Set on every node through the pasted RuntimeEnv, and exported by the launcher for the driver.
 # Offline: nothing is fetched at run time. NCCL: Socket only (RDMA off), with INFO logs that
@@ -137,7 +137,7 @@ def resume_snapshot_dir(storage_root: Path, run_id: str, earlier: str, step: int
 
 
 def checkpoint_dir(storage_root: Path, run_id: str, step: int) -> Path:
-    return RunFolder(run_dir(storage_root, run_id)).checkpoints / f"global_step_{step}"
+    return RunFolder.at(storage_root, run_id).checkpoints / f"global_step_{step}"
 
 
 def rollout_dir(storage_root: Path, bundle_version: str = "") -> Path:
@@ -182,7 +182,7 @@ def training_command(profile: Profile, storage_root: Path, run_id: str,
                      resume_step: Optional[Tuple[str, int]] = None) -> List[str]:
     """verl's command line; resume_step (earlier RUN_ID, step) starts from that checkpoint."""
     p = profile
-    run = run_dir(storage_root, run_id)
+    run = RunFolder.at(storage_root, run_id).path
     data = p.data_root(storage_root)
     rollout = "actor_rollout_ref.rollout"
     actor = "actor_rollout_ref.actor"

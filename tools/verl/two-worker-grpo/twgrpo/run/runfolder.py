@@ -2,7 +2,8 @@
 
 A run folder is <storage root>/runs/verl/two-worker-grpo/<RUN_ID>/; the relative layout is the
 same on every mount path, so the prep box finds a run the job wrote. This module is the only
-place that names the folder's files: every reader and writer asks a RunFolder for a path.
+place that names the folder's files: every reader and writer asks a RunFolder for a path. A
+RUN_ID reaches its folder one way, RunFolder.at, which applies the RUN_ID rule (run/runid.py).
 
 SUCCESS stands only while the latest record of every phase passed. A phase that records a
 failure into a run folder that holds SUCCESS moves SUCCESS aside under a dated name (nothing is
@@ -28,8 +29,13 @@ def runs_dir(storage_root: Union[str, Path]) -> Path:
     return Path(storage_root).joinpath(*RUNS)
 
 
-def run_dir(storage_root: Union[str, Path], run_id: str) -> Path:
-    return runs_dir(storage_root) / run_id
+def checked_run_id(run_id: str) -> str:
+    """run_id when it is a RUN_ID (run/runid.py); else a UsageError that says what to set."""
+    why = runid.problem(run_id)
+    if why:  # a value too long to be a RUN_ID is not worth showing whole
+        shown = "" if len(str(run_id)) > runid.MOST else f" {str(run_id)!r}"
+        raise UsageError(f"RUN_ID{shown} {why} (set RUN_ID=<run>; make runs lists them)")
+    return run_id
 
 
 def _file(name: str, doc: str) -> property:
@@ -75,12 +81,9 @@ class RunFolder:
 
     @classmethod
     def at(cls, storage_root: Union[str, Path], run_id: str) -> "RunFolder":
-        """The run folder of run_id under storage_root; a UsageError when run_id is no RUN_ID."""
-        why = runid.problem(run_id)
-        if why:
-            raise UsageError(f"RUN_ID {str(run_id)[:140]!r} {why} (set RUN_ID=<run>; make runs "
-                             "lists them)")
-        return cls(run_dir(storage_root, run_id))
+        """The run folder of run_id under storage_root: the one way from a RUN_ID to its folder,
+        so no caller can reach outside the runs (a UsageError when run_id is no RUN_ID)."""
+        return cls(runs_dir(storage_root) / checked_run_id(run_id))
 
     @property
     def run_id(self) -> str:

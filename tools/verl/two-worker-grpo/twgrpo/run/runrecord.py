@@ -89,37 +89,59 @@ def write(run_dir: Folder, record: Dict[str, Any]) -> None:
     write_json(refuse_symlinked(RunFolder(run_dir).path) / path_of(run_dir).name, record)
 
 
-def profile_problem(run_dir: Folder) -> Optional[str]:
-    """Why the record cannot give the run's profile, or None when it can."""
-    wrong: List[str] = []
+@dataclasses.dataclass(frozen=True)
+class ProfileProblem:
+    """Why run.json gives no profile: detail as the reader said it, note as a page says it."""
+    path: Path
+    detail: str
+    note: str
+
+    def refusal(self) -> UsageError:
+        return UsageError(f"{self.path}: cannot read the run's profile ({self.detail}); pass --profile")
+
+
+def _recorded(run_dir: Folder) -> Union[Dict[str, Any], ProfileProblem]:
+    """The record's profile (name, values, sha256) held to PROFILE, or why there is none."""
+    path, wrong = path_of(run_dir), []
     try:
         data = read_typed(run_dir, {"profile": typed.Need(PROFILE)}, wrong)
     except bounded.Unreadable as exc:
-        return f"run.json is {exc}" if str(exc) == "missing" else f"run.json cannot be read: {exc}"
+        return ProfileProblem(path, str(exc), f"run.json is {exc}" if str(exc) == "missing"
+                              else f"run.json cannot be read: {exc}")
     if "profile" not in data:
-        return "run.json holds no profile values" + (f" ({wrong[0]})" if wrong else "")
-    return None
+        return ProfileProblem(path, wrong[0] if wrong else "no profile values",
+                              "run.json holds no profile values" + (f" ({wrong[0]})" if wrong else ""))
+    return data["profile"]
+
+
+def profile_problem(run_dir: Folder) -> Optional[str]:
+    """Why the record cannot give the run's profile, or None when it holds its values."""
+    found = _recorded(run_dir)
+    return found.note if isinstance(found, ProfileProblem) else None
+
+
+def recorded_profile(run_dir: Folder) -> Union[Profile, ProfileProblem]:
+    """The profile the run recorded, or why it cannot be read: one read of run.json."""
+    found = _recorded(run_dir)
+    if isinstance(found, ProfileProblem):
+        return found
+    record, name = path_of(run_dir), found.get("name", "?")
+    values = found["values"]  # a run recorded before a key existed did not pin it
+    try:
+        text = env_lines({**{key: "" for key in ADDED_LATER}, **values})
+    except ValueError as exc:
+        return ProfileProblem(record, str(exc), f"run.json's profile cannot be read: {exc}")
+    recorded = parse_profile_text(text, f"{record} (profile {name[:80]})")
+    digest = found.get("sha256", "")  # of the file the run read (older runs: none)
+    return dataclasses.replace(recorded, sha256=digest) if SHA256.match(digest) else recorded
 
 
 def profile(run_dir: Folder) -> Profile:
     """The profile the run recorded (a UsageError says what to do if it cannot be read)."""
-    record, wrong = path_of(run_dir), []
-    try:
-        data = read_typed(run_dir, {"profile": typed.Need(PROFILE)}, wrong)
-    except bounded.Unreadable as exc:
-        raise UsageError(f"{record}: cannot read the run's profile ({exc}); pass --profile")
-    if "profile" not in data:
-        raise UsageError(f"{record}: cannot read the run's profile ("
-                         f"{wrong[0] if wrong else 'no profile values'}); pass --profile")
-    name = data["profile"].get("name", "?")
-    values = data["profile"]["values"]  # a run recorded before a key existed did not pin it
-    try:
-        text = env_lines({**{key: "" for key in ADDED_LATER}, **values})
-    except ValueError as exc:
-        raise UsageError(f"{record}: cannot read the run's profile ({exc}); pass --profile")
-    recorded = parse_profile_text(text, f"{record} (profile {name[:80]})")
-    digest = data["profile"].get("sha256", "")  # of the file the run read (older runs: none)
-    return dataclasses.replace(recorded, sha256=digest) if SHA256.match(digest) else recorded
+    found = recorded_profile(run_dir)
+    if isinstance(found, ProfileProblem):
+        raise found.refusal()
+    return found
 
 
 def profile_values(run_dir: Folder, limit: int = MOST_BYTES) -> Dict[str, Any]:

@@ -5,7 +5,6 @@ form (``deep=False``: manifests, not every byte) inside each node's preflight pr
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import re
@@ -314,15 +313,17 @@ CHECKS: List[Check] = [
 ]
 
 
-def main(args: argparse.Namespace, profile: Profile) -> int:
-    """The inputs phase (make verify-inputs; the launcher, with --output-dir for inputs.json)."""
-    if not args.storage_root.is_dir():
-        raise UsageError(f"storage root {args.storage_root} is not a directory: mount the shared "
+def run(profile: Profile, storage_root: Path, *, verl_root: Optional[Path] = None,
+        model_root: Optional[Path] = None, data_root: Optional[Path] = None,
+        folder: Optional[RunFolder] = None) -> int:
+    """The inputs phase (make verify-inputs; the launcher, with the run folder for inputs.json).
+    The roots default to the profile's folders under storage_root."""
+    if not storage_root.is_dir():
+        raise UsageError(f"storage root {storage_root} is not a directory: mount the shared "
                          "volume and set PREP_ROOT= to its path on this box (--storage-root)")
-    ctx = InputsContext.build(profile, args.storage_root, args.verl_root, args.model_root,
-                              args.data_root)
+    ctx = InputsContext.build(profile, storage_root, verl_root, model_root, data_root)
     code, _ = run_phase("inputs", f"profile {profile.PROFILE_NAME}, storage {ctx.storage_root}",
-                        CHECKS, ctx, args.output_dir and RunFolder(args.output_dir).inputs_json, lambda: {"profile": profile.PROFILE_NAME,
-                                                      "storage_root": str(ctx.storage_root),
-                                                      "evidence": ctx.evidence})
+                        CHECKS, ctx, folder.inputs_json if folder else None,
+                        lambda: {"profile": profile.PROFILE_NAME, "storage_root": str(ctx.storage_root),
+                                 "evidence": ctx.evidence})
     return code

@@ -54,10 +54,10 @@ KMSG_RECORDS = 20000  # the ring holds a few MB at most; never more than this ma
 XID_KEEP = 16
 
 
-def _smi(args: List[str], seconds: int = SMI_SECONDS) -> Tuple[str, Optional[str]]:
+def _smi(flags: List[str], seconds: int = SMI_SECONDS) -> Tuple[str, Optional[str]]:
     """(stdout, None) or ("", why not); stdout and stderr are searched for a refused field."""
     try:
-        out = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True,
+        out = subprocess.run(["nvidia-smi", *flags], capture_output=True, text=True,
                              timeout=seconds)
     except FileNotFoundError:
         return "", "nvidia-smi is not on PATH"

@@ -49,19 +49,19 @@ def actor(ray, cls):
     return Isolated
 
 
-def call(payload, args, kwargs):
+def call(payload, positional, keywords):
     """On the worker: set the path, check the loaded modules, then run the bundle's function."""
-    return guarded(_load_and_call, (payload, args, kwargs), {})
+    return guarded(_load_and_call, (payload, positional, keywords), {})
 
 
-def _load_and_call(payload, args, kwargs):
+def _load_and_call(payload, positional, keywords):
     import pickle  # the standard library's: guarded() has put it first on the path
-    return pickle.loads(payload)(*args, **kwargs)
+    return pickle.loads(payload)(*positional, **keywords)
 
 
-def guarded(function, args, kwargs):
-    """function(*args, **kwargs) with the standard library first on the path, refused when a
-    standard-library module is already loaded from elsewhere; the path is restored after."""
+def guarded(function, positional, keywords):
+    """function(*positional, **keywords) with the standard library first on the path, refused
+    when a standard-library module is already loaded from elsewhere; the path is restored after."""
     saved = list(sys.path)
     sys.path[:] = standard_first(sys.path, sys.modules["os"].environ.get("PYTHONPATH", ""))
     try:
@@ -70,7 +70,7 @@ def guarded(function, args, kwargs):
             raise ShadowedModule("standard-library module(s) loaded from outside the standard "
                                  f"library on this node: {', '.join(shadowed[:5])} — remove the "
                                  "file(s) from PYTHONPATH's folders")
-        return function(*args, **kwargs)
+        return function(*positional, **keywords)
     finally:
         sys.path[:] = saved
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from ...run.findings import Finding, finding
-from ...run.runfolder import run_dir
+from ...run.runfolder import runs_dir
 from ..inputs import inputs, reward
 
 
@@ -25,7 +25,7 @@ def storage_root_of(folder: Path) -> Optional[Path]:
     if len(folder.parents) < 4:
         return None
     root = folder.parents[3]
-    return root if run_dir(root, folder.name) == folder else None
+    return root if runs_dir(root) == folder.parent else None
 
 
 def _changed(found: List[Finding]) -> List[Finding]:

@@ -6,7 +6,6 @@ deletes anything, so it can be run again from the prep box (`make postflight RUN
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -26,7 +25,6 @@ from ...run.phase import run_phase
 from ...run.profile import Profile
 from ...run.records import read_json, write_json, write_new_text
 from ...run.runfolder import NAME, record_phase
-from ...run.runpaths import run_folder
 from ...run.runfolder import RunFolder
 
 REQUIRED_SCALARS = ("training/global_step", "actor/pg_loss", "actor/grad_norm", "actor/lr",
@@ -253,40 +251,43 @@ CHECKS = [
 ]
 
 
-def main(args: argparse.Namespace, profile: Profile) -> int:
-    run_dir, run_id = run_folder(args)
+def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = None,
+        world_size: Optional[int] = None, audit_only: bool = False, fan_out: bool = False) -> int:
+    """Judge the run in folder. training_log: default the folder's; world_size: default the
+    profile's; audit_only: the same checks, nothing written, no marker moved (exit 3: checkpoint
+    not here); fan_out: check the checkpoint's shards on every node of the Ray cluster."""
+    run_dir, run_id = folder.path, folder.run_id
     if not run_dir.is_dir():
         raise UsageError(f"no run folder {run_dir}: set RUN_ID= to a run under PREP_ROOT= "
                          "(make runs lists them)")
-    world = args.world_size or profile.world_size
-    ctx = PostflightContext(profile, run_dir, run_id, args.training_log or RunFolder(run_dir).training_log, world)
+    world = world_size or profile.world_size
+    ctx = PostflightContext(profile, run_dir, run_id, training_log or folder.training_log, world)
     ctx.lineage = resumed.lineage_in(run_dir)
-    ctx.fan_out = bool(getattr(args, "fan_out", False))
+    ctx.fan_out = fan_out
     ctx.stop = stopped.stop_point(run_dir)
     header = (f"run {run_id}, profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
               f"{humane.plural(profile.TARGET_STEPS, 'step')}")
-    read_only = bool(getattr(args, "audit", False))
     partial = audit.checkpoint_absent(run_dir)  # judged, but never a reason to write
     record = lambda: {"run_id": run_id, "profile": profile.to_json(),  # noqa: E731
                       "world_size": world, "target_steps": profile.TARGET_STEPS,
                       "evidence": ctx.evidence}
     code, results = run_phase("postflight", header, CHECKS, ctx,
-                              None if read_only or partial else RunFolder(run_dir).verification_json,
+                              None if audit_only or partial else folder.verification_json,
                               record)
-    if read_only or partial:
-        if read_only or code == 0:
-            return audit.conclude(run_dir, code, results, read_only)
-        record_phase(RunFolder(run_dir).verification_json, phase_record("postflight", results, **record()))
+    if audit_only or partial:
+        if audit_only or code == 0:
+            return audit.conclude(run_dir, code, results, audit_only)
+        record_phase(folder.verification_json, phase_record("postflight", results, **record()))
     placement_findings = next(r for r in results if r.name == "rank-placement")
-    write_json(RunFolder(run_dir).actor_placement_json, {
+    write_json(folder.actor_placement_json, {
         **ctx.placement_record, "status": "passed" if placement_findings.passed else "failed",
         "phase": "distributed_rank_placement", "source": "training_log", "run_id": run_id,
         "checked_at": utc_now(), "findings": [f.to_json() for f in placement_findings.findings]})
     if ctx.stop is not None:
         print(f"postflight: PREEMPTED (resumable from step {ctx.stop.step}): {ctx.stop.sentence()}; "
               f"resume with a new RUN_ID and {ctx.stop.resume_line()}", flush=True)
-    success = RunFolder(run_dir).success
+    success = folder.success
     code = audit.unproven(run_dir, code)  # passed checks, but the run's records cannot prove it
     if code == 0:
         if write_new_text(success, utc_now() + "\n"):

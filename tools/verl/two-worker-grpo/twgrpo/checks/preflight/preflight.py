@@ -6,19 +6,18 @@ all in flight at once, waits a bounded time, and judges what came back. Writes p
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import secrets
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ...run import humane
 from ..rounds import cluster, rayimport
 from . import network
 from ..rules import recipe, sizes
 from ...run.command import FIXED_ENV, IB_ENV
-from ...run.findings import Check, Finding, Skip, UsageError, finding, mismatch
+from ...run.findings import Check, Finding, Skip, finding, mismatch
 from ...run.phase import run_phase
 from .node_reports import (check_shared_storage, check_gpus, check_driver_version, check_storage_mount,
                            check_nccl_env, check_rollout_engine, check_node_inputs, check_same_inputs, check_same_packages)
@@ -30,7 +29,6 @@ from ..rounds import job_shape, node_agents, node_collective, storage_trial
 from ...run.profile import Profile
 from ...run.profile_keys import ROLLOUT_ENGINES
 from ...run.records import write_text
-from ...run.runpaths import run_folder
 from ...run.runfolder import RunFolder
 
 
@@ -263,23 +261,26 @@ def topology(ctx: PreflightContext) -> List[Dict[str, Any]]:
     return rows
 
 
-def main(args: argparse.Namespace, profile: Profile) -> int:
-    run_dir, run_id = run_folder(args)
-    if args.storage_root is None:
-        raise UsageError("--storage-root is required")
+def run(folder: RunFolder, profile: Profile, storage_root: Path, *,
+        verl_root: Optional[Path] = None, model_root: Optional[Path] = None,
+        data_root: Optional[Path] = None, probe_timeout: float = 120.0,
+        collective_timeout: float = collective.COLLECTIVE_SECONDS, collective_mode: str = "nccl") -> int:
+    """The preflight phase into folder; the roots default to the profile's under storage_root.
+    collective_mode: nccl (and Gloo), gloo alone, or off."""
+    run_dir, run_id = folder.path, folder.run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    ctx = PreflightContext(profile, run_id, run_dir, args.storage_root,
-                           args.verl_root or profile.verl_root(args.storage_root),
-                           args.model_root or profile.model_root(args.storage_root),
-                           args.data_root or profile.data_root(args.storage_root),
-                           args.probe_timeout, collective_timeout=args.collective_timeout,
-                           collective_mode=args.collective)
+    ctx = PreflightContext(profile, run_id, run_dir, storage_root,
+                           verl_root or profile.verl_root(storage_root),
+                           model_root or profile.model_root(storage_root),
+                           data_root or profile.data_root(storage_root),
+                           probe_timeout, collective_timeout=collective_timeout,
+                           collective_mode=collective_mode)
     ctx.token = f"{run_id} {secrets.token_hex(8)}\n"
-    write_text(RunFolder(run_dir).shared_storage_sentinel, ctx.token)
+    write_text(folder.shared_storage_sentinel, ctx.token)
     header = (f"profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}")
     try:
-        code, _ = run_phase("preflight", header, CHECKS, ctx, RunFolder(run_dir).preflight_json, lambda: {
+        code, _ = run_phase("preflight", header, CHECKS, ctx, folder.preflight_json, lambda: {
             "run_id": run_id, "profile": profile.to_json(), "expected_nodes": profile.NODES,
             "expected_gpus_per_node": profile.GPUS_PER_NODE, "world_size": profile.world_size,
             "cluster_resources": ctx.cluster_resources, "driver_node_id": ctx.driver_node_id,

@@ -27,7 +27,7 @@ from ...run.findings import UsageError, usage
 from ...run.humane import parse_time
 from ...run.preemption import stop_of
 from ...run.profile import requested_profile
-from ...run.runfolder import run_dir
+from ...run.runfolder import RunFolder, runs_dir
 from ...run.runverdict import failed_fields, latest_verdict, success_text
 
 def attempts(root: Path, base: str) -> List[str]:
@@ -96,7 +96,7 @@ def plan(storage_root: Path, run_id: str, resume_from: str, profile_name: str,
     """(RUN_ID, RESUME_FROM, notes) for this launch, whose platform job identity is identity
     (None: no platform named it, so it continues no attempt); UsageError (LAUNCH-E09x) when
     refused."""
-    root = run_dir(storage_root, run_id).parent
+    root = runs_dir(storage_root)
     notes: List[str] = []
     base = runid.base_of(run_id)
     if (root / run_id).exists() or (root / run_id).is_symlink():
@@ -159,7 +159,7 @@ def heartbeat_problems(env: Mapping[str, str]) -> List[UsageError]:
 
 def _bundle_sums() -> str:
     """sha256 of the bundle's SHA256SUMS (the launcher checked it against its pin)."""
-    path = Path(__file__).resolve().parents[2] / "SHA256SUMS"
+    path = Path(__file__).resolve().parents[3] / "SHA256SUMS"  # the bundle folder, above twgrpo/
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
@@ -174,7 +174,7 @@ def request_env(env: Mapping[str, str]) -> Tuple[Dict[str, str], Dict[str, str]]
                 "HEARTBEAT_LEASE": env.get("HEARTBEAT_LEASE") or DEFAULT_LEASE,
                 "ATTEMPT_NOTE": ""}
     root = env.get("STORAGE_ROOT", "")
-    if not os.path.isdir(root) or not (os.path.lexists(run_dir(root, env["RUN_ID"]))
+    if not os.path.isdir(root) or not (os.path.lexists(RunFolder.at(root, env["RUN_ID"]).path)
                                        or env.get("RESUME_FROM") == "auto"):
         return env, settings
     try:

@@ -14,7 +14,6 @@ steps N+1..target and no earlier step, and the checkpoint still has the recorded
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import socket
@@ -58,7 +57,7 @@ class ResumeContext:
 
     @property
     def earlier_dir(self) -> Path:
-        return command.run_dir(self.storage_root, self.earlier_id)
+        return RunFolder.at(self.storage_root, self.earlier_id).path
 
     def earlier_record(self) -> Dict[str, Any]:
         if self.earlier is None:
@@ -77,9 +76,9 @@ def _read_bounded(path: Path, limit: int) -> bytes:
 
 
 def check_earlier_run(ctx: ResumeContext) -> List[Finding]:
-    folder = ctx.earlier_dir
     if not runid.is_run_id(ctx.earlier_id) or ctx.earlier_id == ctx.run_id:
         return [finding("RES-E001", ctx.earlier_id, "not the RUN_ID of another run")]
+    folder = ctx.earlier_dir  # only now: a RUN_ID, never a path
     if folder.is_symlink() or not folder.is_dir():
         return [finding("RES-E001", str(folder), "no such run folder" if not folder.is_symlink()
                         else "a symbolic link, not a run folder")]
@@ -230,7 +229,7 @@ def lineage_of(ctx: ResumeContext) -> Dict[str, Any]:
     before = earlier.get("resume") if isinstance(earlier.get("resume"), dict) else {}
     chain = [r for r in before.get("chain", []) if isinstance(r, str)][-MAX_CHAIN:]
     step_dir = command.checkpoint_dir(ctx.storage_root, ctx.earlier_id, ctx.step)
-    run = command.run_dir(ctx.storage_root, ctx.run_id)
+    run = RunFolder.at(ctx.storage_root, ctx.run_id).path
     copy = snapshot.snapshot_dir(run, ctx.earlier_id, ctx.step)
     files = snapshot.copy_checkpoint(step_dir, ctx.earlier_dir, copy)
     return {"from_run_id": ctx.earlier_id, "step": ctx.step,
@@ -249,15 +248,16 @@ CHECKS = [
 ]
 
 
-def main(args: argparse.Namespace, profile: Profile) -> int:
-    """The launcher's resume phase: the checks, then the lineage into run.json; resume.json."""
-    run = RunFolder.at(args.storage_root, args.run_id)
+def run(folder: RunFolder, profile: Profile, storage_root: Path, resume_from: str) -> int:
+    """The launcher's resume phase for the run in folder (under storage_root), from the earlier
+    run resume_from: the checks, then the lineage into run.json; resume.json."""
+    run_id = folder.run_id
     try:
-        record = runrecord.read_run(run)
+        record = runrecord.read_run(folder)
     except (OSError, ValueError) as exc:
-        raise UsageError(f"{run.run_json}: cannot read this run's record ({exc})")
-    ctx = ResumeContext(args.storage_root, args.run_id, args.resume_from, profile, record)
-    print(f"resume: run {args.run_id} from {args.resume_from}", flush=True)
+        raise UsageError(f"{folder.run_json}: cannot read this run's record ({exc})")
+    ctx = ResumeContext(storage_root, run_id, resume_from, profile, record)
+    print(f"resume: run {run_id} from {resume_from}", flush=True)
     results = run_checks("resume", CHECKS, ctx)
     lineage = None
     if all(r.passed for r in results):
@@ -274,11 +274,11 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
     if code == 0 and lineage is not None:
         record["resume"] = lineage
         record["training_command"] = command.training_command(
-            profile, args.storage_root, args.run_id, (lineage["from_run_id"], lineage["step"]))
-        runrecord.write(run, record)
-        print(f"resume: from {args.resume_from} at step {lineage['step']} ({len(lineage['files'])} "
+            profile, storage_root, run_id, (lineage["from_run_id"], lineage["step"]))
+        runrecord.write(folder, record)
+        print(f"resume: from {resume_from} at step {lineage['step']} ({len(lineage['files'])} "
               f"checkpoint files hashed); training starts at step {lineage['step'] + 1}", flush=True)
-    write_json(run.resume_json, phase_record("resume", results, run_id=args.run_id,
-                                                 resume_from=args.resume_from,
-                                                 evidence=ctx.evidence, lineage=lineage))
+    write_json(folder.resume_json, phase_record("resume", results, run_id=run_id,
+                                                resume_from=resume_from,
+                                                evidence=ctx.evidence, lineage=lineage))
     return code

@@ -6,7 +6,6 @@ checkout is at hand: verl_keys.py), its NCCL transport values and its input pins
 """
 from __future__ import annotations
 
-import argparse
 import types
 from pathlib import Path
 from typing import List, Optional
@@ -81,11 +80,11 @@ PROFILE_CHECKS = [Check("batch-sizes", _on(sizes.check_batch_sizes)), *RULES,
                   Check("input-pins", _on(check_input_pins))]
 
 
-def main(args: argparse.Namespace, profile: Profile) -> int:
-    """check-profile: every rule that needs no cluster; exit 0 passed, 1 a rule failed."""
+def run(profile: Profile, verl_root: Optional[Path] = None) -> int:
+    """check-profile: every rule that needs no cluster; exit 0 passed, 1 a rule failed.
+    verl_root: a verl checkout to check EXTRA_OVERRIDES against (None: not checked there)."""
     print(f"check-profile: {profile.PROFILE_NAME} ({profile.path}): {profile.NODES} nodes x "
           f"{profile.GPUS_PER_NODE} GPUs, world size {profile.world_size}", flush=True)
-    verl_root = args.verl_root or (profile.verl_root(args.storage_root) if args.storage_root else None)
     ctx = types.SimpleNamespace(profile=profile, verl_root=verl_root)
     results = run_checks("check-profile", PROFILE_CHECKS, ctx)
     print_findings(results)

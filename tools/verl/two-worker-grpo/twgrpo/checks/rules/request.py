@@ -21,7 +21,7 @@ from ...run import runid
 from ...run.findings import UsageError, say_usage, usage
 from ...run.profile import Profile, requested_profile
 from ...run.profile_keys import NAME, SHA256
-from ...run.runfolder import run_dir
+from ...run.runfolder import RunFolder
 
 PROG = "run-two-worker-grpo-v1"
 ROOT_FORM = re.compile(r"^/[A-Za-z0-9/._-]*\Z")  # \Z: $ would allow a trailing newline
@@ -141,7 +141,7 @@ def volume_problems(env: Mapping[str, str]) -> Tuple[Profile, Path]:
     for folder in (profile.verl_root(root), profile.model_root(root), profile.data_root(root)):
         if not folder.is_dir():
             raise RequestError([usage("LAUNCH-E007", None, f"input folder {folder} is missing")])
-    planned = run_dir(root, env["RUN_ID"])
+    planned = RunFolder.at(root, env["RUN_ID"]).path
     if os.path.lexists(planned):
         raise RequestError([usage("LAUNCH-E008", None, f"run folder {planned} already exists")])
     deepest = planned.parent

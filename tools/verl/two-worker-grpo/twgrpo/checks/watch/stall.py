@@ -17,7 +17,6 @@ Memory is bounded: the log is read in chunks and only the last line is kept.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import re
@@ -279,15 +278,19 @@ def max_step(run_dir: Path) -> int:
         return 0
 
 
-def main(args: argparse.Namespace, profile) -> int:
-    for name in ("first_step_seconds", "stall_factor", "stall_floor", "kill_grace"):
-        if getattr(args, name) <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive")
-    if not args.run_dir.is_dir():
-        raise UsageError(f"{args.run_dir} is not a run folder")
-    clock = StallClock(args.first_step_seconds, args.stall_factor, args.stall_floor, time.monotonic(),
-                       max_step=max_step(args.run_dir))
-    return watch(args.run_dir, clock, args.poll, grace=args.kill_grace, cluster=not args.no_cluster)
+def run(folder: RunFolder, *, first_step_seconds: float, stall_factor: float, stall_floor: float,
+        kill_grace: float, poll: float = 1.0, cluster: bool = True) -> int:
+    """Watch folder's training.log until the phase ends or stalls (the limits: StallClock);
+    cluster=False gathers evidence on this host only."""
+    for name, value in (("first-step-seconds", first_step_seconds), ("stall-factor", stall_factor),
+                        ("stall-floor", stall_floor), ("kill-grace", kill_grace)):
+        if value <= 0:
+            raise UsageError(f"--{name} must be positive")
+    if not folder.path.is_dir():
+        raise UsageError(f"{folder.path} is not a run folder")
+    clock = StallClock(first_step_seconds, stall_factor, stall_floor, time.monotonic(),
+                       max_step=max_step(folder.path))
+    return watch(folder.path, clock, poll, grace=kill_grace, cluster=cluster)
 
 
 def check_stall(ctx) -> List[Finding]:

@@ -1,5 +1,7 @@
 """What the launcher asks the verifier for: the run's paths, its environment, the training
-command (NUL-separated, so no value is ever re-split by the shell), the RuntimeEnv and run.json.
+command (NUL-separated, so no value is ever re-split by the shell), the RuntimeEnv, run.json,
+the resume phase and the heartbeat. Each turns its arguments into values once: the run folder
+by RunFolder.at (the RUN_ID rule), the profile by its name or from the run's own record.
 """
 from __future__ import annotations
 
@@ -11,15 +13,15 @@ import re
 import socket
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List
 
-from .checks.rules import request
-from .formats import bounded
-from .formats.hashing import sha256_file
-from .run import command, jobidentity, processes, runrecord
-from .run.findings import UsageError, usage, utc_now
-from .run.profile import BUNDLE_DIR, Profile, with_overrides
-from .run.runfolder import RunFolder, run_dir
+from ..checks.rules import request
+from ..formats import bounded
+from ..formats.hashing import sha256_file
+from ..run import command, jobidentity, processes, runrecord
+from ..run.findings import UsageError, usage, utc_now
+from ..run.profile import BUNDLE_DIR, load_profile, with_overrides
+from ..run.runfolder import RunFolder
 
 
 def _write_nul(items: List[str]) -> int:
@@ -30,10 +32,10 @@ def _write_nul(items: List[str]) -> int:
     return 0
 
 
-def paths(args: argparse.Namespace, profile: Profile) -> int:
-    root = args.storage_root
+def paths(args: argparse.Namespace) -> int:
+    root, profile = args.storage_root, load_profile(args.profile)
     for key, value in (("PROFILE_NAME", profile.PROFILE_NAME), ("PROFILE_FILE", profile.path),
-                       ("RUN_DIR", run_dir(root, args.run_id)),
+                       ("RUN_DIR", RunFolder.at(root, args.run_id).path),
                        ("VERL_ROOT", profile.verl_root(root)), ("MODEL_ROOT", profile.model_root(root)),
                        ("DATA_ROOT", profile.data_root(root)), ("WORLD_SIZE", profile.world_size)):
         if "\n" in str(value):
@@ -42,18 +44,18 @@ def paths(args: argparse.Namespace, profile: Profile) -> int:
     return 0
 
 
-def env(args: argparse.Namespace, profile: Profile) -> int:
-    values = command.driver_environment(profile, args.storage_root,
-                                        run_dir(args.storage_root, args.run_id),
+def env(args: argparse.Namespace) -> int:
+    values = command.driver_environment(load_profile(args.profile), args.storage_root,
+                                        RunFolder.at(args.storage_root, args.run_id).path,
                                         os.environ.get("PYTHONPATH", ""))
     return _write_nul([f"{k}={v}" for k, v in sorted(values.items())])
 
 
-def training_command(args: argparse.Namespace, profile: Profile) -> int:
+def training_command(args: argparse.Namespace) -> int:
     """From the run's own record when there is one: its SAVE_FREQ and its resume lineage."""
-    from .checks.resume.resumed import recorded_step
+    from ..checks.resume.resumed import recorded_step
     folder = RunFolder.at(args.storage_root, args.run_id)
-    resume_step = None
+    profile, resume_step = load_profile(args.profile), None
     if runrecord.exists(folder):
         profile = runrecord.profile(folder)
         try:
@@ -64,29 +66,30 @@ def training_command(args: argparse.Namespace, profile: Profile) -> int:
     return _write_nul(command.training_command(profile, args.storage_root, args.run_id, resume_step))
 
 
-def resume(args: argparse.Namespace, profile: Profile) -> int:
+def resume(args: argparse.Namespace) -> int:
     """The resume phase (RESUME_FROM), with the profile this run recorded (its SAVE_FREQ)."""
-    from .checks.resume import resume as phase
-    folder = RunFolder.at(args.storage_root, args.run_id)
-    return phase.main(args, runrecord.profile(folder) if runrecord.exists(folder) else profile)
+    from ..checks.resume import resume as phase
+    named, folder = load_profile(args.profile), RunFolder.at(args.storage_root, args.run_id)
+    profile = runrecord.profile(folder) if runrecord.exists(folder) else named
+    return phase.run(folder, profile, args.storage_root, args.resume_from)
 
 
-def runtime_env(args: argparse.Namespace, profile: Profile) -> int:
+def runtime_env(args: argparse.Namespace) -> int:
     version = args.bundle_version or ""
     if version and not re.fullmatch(r"bundle-[0-9a-f]{12}", version):
         raise UsageError(f"--bundle-version {version!r} is not bundle-<12 hex digits>")
-    print(json.dumps(command.runtime_env(profile, args.storage_root, version), indent=2))
+    print(json.dumps(command.runtime_env(load_profile(args.profile), args.storage_root, version),
+                     indent=2))
     return 0
 
 
-def record_run(args: argparse.Namespace, profile: Profile) -> int:
-    profile = with_overrides(profile, SAVE_FREQ=args.save_freq)
-    if args.launcher:
-        args.launcher_sha256 = sha256_file(Path(args.launcher))
+def record_run(args: argparse.Namespace) -> int:
+    profile = with_overrides(load_profile(args.profile), SAVE_FREQ=args.save_freq)
+    launcher_sha256 = sha256_file(Path(args.launcher)) if args.launcher else args.launcher_sha256
     runrecord.write(RunFolder.at(args.storage_root, args.run_id), {
         "run_id": args.run_id, "started_at": utc_now(), "storage_root": str(args.storage_root),
         "profile": profile.to_json(), "bundle_sums_sha256": args.bundle_sums_sha256,
-        "launcher_sha256": args.launcher_sha256, "bundle_version": bundle_version(args.launcher_sha256),
+        "launcher_sha256": launcher_sha256, "bundle_version": bundle_version(launcher_sha256),
         "bundle_dir": str(BUNDLE_DIR), "driver_host": socket.gethostname(),
         "driver_pid": os.getppid(),  # the launcher: a resume checks that it is gone
         **processes.identity(os.getppid()),  # so a reused pid is never taken for it
@@ -106,28 +109,28 @@ def bundle_version(launcher_sha256: str) -> str:
     return f"bundle-{launcher_sha256[:12]}"
 
 
-def check_request(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+def check_request(args: argparse.Namespace) -> int:
     """Every job variable, the profile and the volume, before the launcher writes anything."""
     return request.main(os.environ)
 
 
-def heartbeat(args: argparse.Namespace, profile: Profile) -> int:
+def heartbeat(args: argparse.Namespace) -> int:
     """The launcher's heartbeat process (run/heartbeat.py): beats until the launcher ends."""
-    from .run import heartbeat as beat
+    from ..run import heartbeat as beat
     problem = beat.check_timing(args.interval, args.lease)
     if problem:
         raise usage("LAUNCH-E090", None, f"HEARTBEAT_INTERVAL={args.interval}, "
                     f"HEARTBEAT_LEASE={args.lease}: {problem}")
-    return beat.beat(run_dir(args.storage_root, args.run_id), args.run_id, args.launcher_pid,
+    return beat.beat(RunFolder.at(args.storage_root, args.run_id).path, args.run_id, args.launcher_pid,
                      args.interval, args.lease)
 
 
-def attempt(args: argparse.Namespace, profile: Profile) -> int:
+def attempt(args: argparse.Namespace) -> int:
     """RUN_ID= and RESUME_FROM= for this launch: the next attempt of a stopped run of the same
     job, RESUME_FROM=auto resolved (checks/resume/attempt.py); notes as NOTE= lines."""
-    from .checks.resume.attempt import plan
+    from ..checks.resume.attempt import plan
     run_id, resume_from, notes = plan(args.storage_root, args.run_id, args.resume_from or "",
-                                      profile.PROFILE_NAME, args.bundle_sums_sha256,
+                                      load_profile(args.profile).PROFILE_NAME, args.bundle_sums_sha256,
                                       jobidentity.of(os.environ))
     for key, value in [("RUN_ID", run_id), ("RESUME_FROM", resume_from)] + [("NOTE", n) for n in notes]:
         if "\n" in value:

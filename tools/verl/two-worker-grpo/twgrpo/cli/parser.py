@@ -1,34 +1,18 @@
-"""Command line of verify-two-worker-grpo-v1.py: it parses, picks the profile and dispatches;
-each phase's work lives in its own module (inputs, preflight, postflight, report, launch).
-
-Exit codes: 0 every check passed, 1 a check failed, 2 usage error or missing input.
+"""The verifier's command line: every subcommand, its options and their help (--help, make help).
+The tutorial's size flags (--target-steps ...) override the profile in preflight and postflight.
 """
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from pathlib import Path
-from typing import List, Optional
 
-from .checks.inputs import inputs
-from .checks.postflight import postflight
-from .checks.preflight import preflight
-from .checks.rules import recipe
-from .checks.watch import stall
-from . import launch
-from .report import compare, runs, summary
-from .run import failedchecks, findingsout
-from .run.catalog import markdown_page, markdown_table
-from .run.findings import EXIT_FAILED, EXIT_USAGE, UsageError, say_usage, usage
-from .run.profile import Profile, load_profile, with_overrides
-from .run.records import RecordError
-from .run import runrecord
-from .run.runfolder import RUN_FILES, RunFolder
-from .run.runpaths import run_folder
+from ..report import compare_metrics
+from ..run import findingsout
+from ..report.compare import COMPARE_FOLDER
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
+    """Every subcommand and its options; the handlers are dispatch.py's."""
     parser = argparse.ArgumentParser(
         prog="verify-two-worker-grpo-v1.py",
         description="Check the inputs, cluster and results of a verl GRPO run "
@@ -92,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--storage-root", type=Path, required=True, help="the volume's mount path here")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="json: one object per run, one per line (for scripts)")
-    compare.add_parser(sub)
+    _compare(sub)
 
     for name, text in (("paths", "print the run's paths as KEY=value lines (launcher)"),
                        ("env", "print the driver environment, NUL-separated (launcher)"),
@@ -170,81 +154,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def profile_for(args: argparse.Namespace) -> Profile:
-    """The profile, from the run's own record when there is one, then the command line."""
-    name = getattr(args, "profile", None)
-    profile = None
-    if not name and args.phase in ("postflight", "report"):
-        folder = RunFolder(run_folder(args)[0])
-        record = folder.run_json
-        if record.is_file():
-            profile = runrecord.profile(folder)
-        elif args.phase == "postflight" and folder.path.is_dir():
-            if not any((folder.path / file).exists() for file in RUN_FILES):
-                raise UsageError(f"{folder} holds none of {', '.join(RUN_FILES)}: it is not a run "
-                                 "folder (check RUN_ID= and PREP_ROOT=; make runs lists runs)")
-            print(f"postflight: {record} is missing; judging with the default profile "
-                  f"{load_profile(None).PROFILE_NAME} (set PROFILE=<name> if the run used another)",
-                  file=sys.stderr, flush=True)
-    profile = profile or load_profile(name)
-    if args.phase in ("preflight", "postflight"):  # the tutorial's size flags
-        profile = with_overrides(profile, TARGET_STEPS=args.target_steps,
-                                 TRAIN_BATCH_SIZE=args.train_batch_size, ROLLOUT_N=args.rollout_n,
-                                 NODES=args.expected_nodes, GPUS_PER_NODE=args.expected_gpus_per_node)
-    return profile
-
-
-def print_catalog(args: argparse.Namespace, profile: Optional[Profile]) -> int:
-    sys.stdout.write(markdown_page() if args.page else markdown_table())
-    return 0
-
-
-def print_failed_checks(args: argparse.Namespace, profile: Optional[Profile]) -> int:
-    print(failedchecks.cause(args.run_dir))
-    return 0
-
-
-def list_runs(args: argparse.Namespace, profile: Optional[Profile]) -> int:
-    return runs.main(args)
-
-
-HANDLERS = {"inputs": inputs.main, "preflight": preflight.main, "postflight": postflight.main,
-            "report": summary.main, "runs": list_runs, "paths": launch.paths, "env": launch.env,
-            "command": launch.training_command, "runtime-env": launch.runtime_env,
-            "record-run": launch.record_run, "catalog": print_catalog,
-            "resume": launch.resume, "request": launch.check_request,
-            "heartbeat": launch.heartbeat, "attempt": launch.attempt, "check-profile": recipe.main,
-            "watch-training": stall.main, "compare": lambda args, _: compare.main(args),
-            "failed-checks": print_failed_checks}
-NO_PROFILE = ("catalog", "runs", "request", "heartbeat", "watch-training", "compare", "failed-checks")  # judge no single run
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = _parser()
-    try:
-        args = findingsout.parse(parser, argv)
-    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
-        return int(exc.code or 0)
-    # --format json: the findings and the verdict as JSON lines on stdout, the rest on stderr
-    return findingsout.printed_as(args, lambda: judge(args))
-
-
-def judge(args: argparse.Namespace) -> int:
-    """The phase's exit code; a refusal is printed here as its one line and HINT."""
-    try:
-        profile = None if args.phase in NO_PROFILE else profile_for(args)
-        return HANDLERS[args.phase](args, profile)
-    except UsageError as exc:
-        say_usage("verify-two-worker-grpo-v1", exc)
-        return EXIT_USAGE
-    except BrokenPipeError:  # `make report | head` closed the pipe: the reader has what it wants
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
-    except RecordError as exc:  # a full or read-only disk: one line that names the cause
-        say_usage("verify-two-worker-grpo-v1", exc)
-        return EXIT_FAILED
-    except OSError as exc:  # anything else the disk refuses: one line and its hint, no traceback
-        say_usage("verify-two-worker-grpo-v1", usage("GEN-E003", None, f"{exc.filename or args.phase}: "
-                                                     f"{exc.strerror or exc}"))
-        return EXIT_FAILED
+def _compare(sub) -> None:
+    p = sub.add_parser("compare", help="compare a run with one or more reference runs: what ran, "
+                       "how it went, what it learned (exit 0 the same, 1 something differs)")
+    p.add_argument("--storage-root", type=Path, required=True, help="the volume's mount path here")
+    p.add_argument("--run-id", help="the run to compare")
+    p.add_argument("--against", action="append", help="a reference RUN_ID (repeat, or several "
+                   "separated by spaces)")
+    p.add_argument("--tolerance", help=f"relative tolerance of a metric's end value (default "
+                   f"{compare_metrics.DEFAULT_TOLERANCE}; 5%% also works)")
+    p.add_argument("--html", help=f"where to write the page (default: runs/verl/{COMPARE_FOLDER}/"
+                   "<run>-vs-<reference>.html under the storage root)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="json: one JSON object on stdout for scripts (the page only with --html)")

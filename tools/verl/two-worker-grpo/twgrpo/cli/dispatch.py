@@ -1,0 +1,56 @@
+"""verify-two-worker-grpo-v1.py's entry point: parse, pick the subcommand's handler (phases.py,
+launcher.py), and turn what goes wrong into one line and an exit code.
+
+Exit codes: 0 every check passed, 1 a check failed, 2 usage error or missing input.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable, Dict, List, Optional
+
+from . import launcher, phases
+from .parser import parser
+from ..run import findingsout
+from ..run.findings import EXIT_FAILED, EXIT_USAGE, UsageError, say_usage, usage
+from ..run.records import RecordError
+
+HANDLERS: Dict[str, Callable[[argparse.Namespace], int]] = {
+    "inputs": phases.inputs, "preflight": phases.preflight, "postflight": phases.postflight,
+    "report": phases.report, "runs": phases.runs, "compare": phases.compare,
+    "check-profile": phases.check_profile, "watch-training": phases.watch_training,
+    "failed-checks": phases.failed_checks, "catalog": phases.catalog,
+    "paths": launcher.paths, "env": launcher.env, "command": launcher.training_command,
+    "runtime-env": launcher.runtime_env, "record-run": launcher.record_run,
+    "resume": launcher.resume, "request": launcher.check_request,
+    "heartbeat": launcher.heartbeat, "attempt": launcher.attempt}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    try:
+        args = findingsout.parse(parser(), argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        return int(exc.code or 0)
+    # --format json: the findings and the verdict as JSON lines on stdout, the rest on stderr
+    return findingsout.printed_as(args, lambda: judge(args))
+
+
+def judge(args: argparse.Namespace) -> int:
+    """The phase's exit code; a refusal is printed here as its one line and HINT."""
+    try:
+        return HANDLERS[args.phase](args)
+    except UsageError as exc:
+        say_usage("verify-two-worker-grpo-v1", exc)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `make report | head` closed the pipe: the reader has what it wants
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except RecordError as exc:  # a full or read-only disk: one line that names the cause
+        say_usage("verify-two-worker-grpo-v1", exc)
+        return EXIT_FAILED
+    except OSError as exc:  # anything else the disk refuses: one line and its hint, no traceback
+        say_usage("verify-two-worker-grpo-v1", usage("GEN-E003", None, f"{exc.filename or args.phase}: "
+                                                     f"{exc.strerror or exc}"))
+        return EXIT_FAILED
