@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=6afa802b763c64255ca77ea9bc8a90f6e289e7d7d097c2129f37fca796b71630
+readonly BUNDLE_SUMS_SHA256=ff7f5972c9d6755d1a0f9f20f164a9482389d48e5d004e91fc00546172b67c54
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
