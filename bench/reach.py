@@ -4,18 +4,32 @@ reachability, the storage trial and the Ray-ports round, the pairs tried (each a
 on shared storage, or a connection), and the driver's peak memory for the plan, its record in
 preflight.json, the nodes' reports (as the nodes return them, every peer good) and their judging.
 
+Then the whole of preflight's driver side at the same counts: every node's probe report (the
+unit tests' healthy report of the default profile), every check that judges them, the three
+rounds and preflight.json's nodes and peer plans as text.
+
 Usage: bench/reach.py [SCRATCH]
 The driver's memory must grow linearly with the nodes: the last column, each count's KiB a node
 over 250 nodes', stays near 1.00x. The all-pairs rounds these replaced are simulated up to 500
 nodes only (they grow with the square of the nodes: measured at 2,000 nodes, 139 MiB of storage
 reports and 1.7 GB of Ray-port target lists).
 """
+import contextlib
+import io
+import json
 import sys
+import tempfile
 import tracemalloc
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tools" / "verl" / "two-worker-grpo")]
+REPO = Path(__file__).resolve().parents[1]
+# The unit tests' healthy probe reports (test_preflight_checks.report) stand in for the nodes'.
+sys.path[:0] = [str(REPO / "tools" / "verl" / "two-worker-grpo"), str(REPO / "tests" / "py" / "unit"),
+                str(REPO / "tests" / "lib"), str(REPO)]
+from test_preflight_checks import context  # noqa: E402
+from twgrpo.checks.preflight import preflight  # noqa: E402
 from twgrpo.checks.rounds import node_agents, peers, reach, storage_trial  # noqa: E402
+from twgrpo.run.findings import Check, run_checks  # noqa: E402
 
 SEED = "2026-01-01-grpo-2000"
 
@@ -78,6 +92,21 @@ def all_pairs_ports(ctx, nodes):
     return {o: node_agents.targets_of(ctx, o, list(range(nodes))) for o in range(nodes)}
 
 
+def whole(nodes, scratch):
+    """Preflight's driver side on `nodes` healthy nodes: reports, node checks, rounds, record."""
+    ctx = context(scratch, nodes=nodes)
+    checks = [Check("node-probes", lambda c: [])] + [c for c in preflight.CHECKS if c.needs == preflight.PROBED]
+    with contextlib.redirect_stdout(io.StringIO()):  # the checks' status lines
+        results = run_checks("preflight", checks, ctx)
+    found = [f for r in results for f in r.findings]
+    ordinals = sorted(ctx.reports)
+    for work in (reach_round, storage_round, ports_round):
+        found += work(ctx, ordinals)[1]
+    text = json.dumps({"nodes": [ctx.reports.get(i) for i in range(nodes)], "workers": preflight.topology(ctx),
+                       "peer_plans": ctx.peer_plans, "storage_trial": ctx.storage_record})
+    return found, text
+
+
 def peak(work, *args):
     tracemalloc.start()
     kept = work(*args)
@@ -109,6 +138,18 @@ def main() -> int:
                 line += (f"; all pairs: {nodes * (nodes - 1)} pairs, {old / 2**20:.0f} MiB "
                          f"({old / nodes / 1024:.0f} KiB a node)")
             print(line, flush=True)
+    base = None
+    for nodes in (250, 500, 1000, 2000):
+        with tempfile.TemporaryDirectory() as scratch:
+            tracemalloc.start()
+            found, text = whole(nodes, Path(scratch))
+            _, top = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+        per_node = top / nodes / 1024
+        base = base or per_node
+        print(f"{nodes:5d} nodes, all of preflight's driver side: peak {top / 2**20:6.1f} MiB "
+              f"({per_node:.1f} KiB a node, {per_node / base:.2f}x of 250 nodes'), preflight.json "
+              f"{len(text) / 2**20:.1f} MiB, {len(found)} findings", flush=True)
     return 0
 
 
