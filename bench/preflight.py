@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summary: Preflight wall time on 2, 4 and 8 Ray nodes (real multi-host test clusters), and
 how long each cluster takes to come up, and what the OS and network checks add (the slowest
-node's system probe, the all-pairs reachability round, the collective probe over Gloo: the
+node's system probe, the reachability round, the collective probe over Gloo: the
 test cluster's GPUs are stubs), and what the every-GPU and job-shape checks add (the slowest
 node's GPU health and limits probes, each node's own collective, verl's placement groups, the
 Ray ports and clocks round, the shared-volume trial). Probes run concurrently, so the ratio to
@@ -74,7 +74,7 @@ def main() -> int:
                     return 1
                 record = json.loads((run / "preflight.json").read_text())
                 # What the OS/network checks add: the slowest node's system probe (inside the
-                # concurrent probe round) and the all-pairs reachability round.
+                # concurrent probe round) and the reachability round.
                 added.setdefault(nodes, []).append(
                     (max(n["system"]["seconds"] for n in record["nodes"]), record["reach_seconds"],
                      record["collective"]["seconds"] or 0.0))

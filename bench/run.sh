@@ -18,8 +18,8 @@
 # scale      postflight, audit, report and runs on healthy runs from 2 x 2 to 2,048 x 8 (IB and
 #            Socket) and at 100,000 steps: one status in every view, time and peak RSS against
 #            reading the run folder (about 2 GB of scratch, minutes)
-# reach      preflight's reachability plan and reports at 250 to 2,000 simulated nodes: driver
-#            memory a node
+# reach      preflight's node-to-node rounds (reachability, storage trial, Ray ports) at 250 to
+#            2,000 simulated nodes: pairs tried, driver memory a node (flat: linear in nodes)
 # Uses the test venv (.venv, made by make test). Scratch files go to BENCH_DIR (default a
 # temporary folder, removed afterwards).
 set -euo pipefail

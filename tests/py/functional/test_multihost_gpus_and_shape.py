@@ -45,7 +45,11 @@ def test_a_healthy_cluster_passes_and_records_every_gpu_and_shape(cluster, reque
         (0, 2, {"0": "done", "1": "done"}), (1, 2, {"0": "done", "1": "done"})]
     assert result.record["job_shape"]["placed"] == 3  # the TaskRunner's group and one per node
     trial = result.record["storage_trial"]["nodes"]
-    assert [(n["ordinal"], n["seen"], n["unseen"]) for n in trial] == [(0, [1], {}), (1, [0], {})]
+    assert [(n["ordinal"], n["seen"], n["unseen"]) for n in trial] == [(0, 1, {}), (1, 1, {})]
+    plans = result.record["peer_plans"]  # every pair on two nodes, drawn from the run id
+    assert {round_: (p["seed"], p["pairs"], p["targets"]) for round_, p in plans.items()} == {
+        round_: (result.record["run_id"], 2, {"0": [1], "1": [0]})
+        for round_ in ("reachability", "storage-trial", "ray-ports")}
     offsets = result.record["node_agents"]["clock_offsets"]
     assert all(abs(c["offset"]) < 1 for c in offsets.values()), offsets
     health = result.record["nodes"][1]["gpu_health"]["query"]["gpus"]

@@ -276,10 +276,10 @@ def test_fm50_a_volume_too_slow_for_the_checkpoint_and_fm51_a_rename_not_seen(tm
 
 
 def test_the_storage_trial_writes_renames_and_sees_its_peer(tmp_path):
-    spec = {"folder": str(tmp_path), "token": "t", "bytes": 1 << 20, "seconds": 5, "ordinals": [0, 1]}
+    spec = {"folder": str(tmp_path), "token": "t", "bytes": 1 << 20, "seconds": 5, "targets": [1]}
     (tmp_path / "node-1.bin").write_bytes(storage_trial._header("t", 1))
     report = storage_trial.storage_trial(dict(spec, ordinal=0))
-    assert (report["bytes"], report["seen"], report["unseen"]) == (1 << 20, [1], {})
+    assert (report["bytes"], report["seen"], report["unseen"], report["unseen_count"]) == (1 << 20, 1, {}, 0)
     spec["seconds"] = 0.5
     (tmp_path / "node-1.bin").unlink()
     assert storage_trial.storage_trial(dict(spec, ordinal=0))["unseen"] == {"1": "No such file or directory"}
@@ -294,7 +294,7 @@ def test_the_storage_trial_never_takes_more_than_a_quarter_of_the_free_space():
 
 
 def test_a_fifo_or_link_planted_in_the_trial_folder_cannot_block_or_redirect(tmp_path):
-    spec = {"folder": str(tmp_path), "token": "t", "bytes": 1 << 20, "seconds": 0.5, "ordinals": [0, 1]}
+    spec = {"folder": str(tmp_path), "token": "t", "bytes": 1 << 20, "seconds": 0.5, "targets": [1]}
     os.mkfifo(tmp_path / "node-1.bin")  # another writer of the volume
     report = storage_trial.storage_trial(dict(spec, ordinal=0))
     assert report["unseen"] == {"1": "another header"}
@@ -308,7 +308,7 @@ def test_a_fifo_or_link_planted_in_the_trial_folder_cannot_block_or_redirect(tmp
 def test_fm52_blocked_ray_ports_are_named(tmp_path):
     ctx = context(tmp_path)
     ctx.nodes[1].update(NodeManagerPort=1, ObjectManagerPort=2)  # nothing listens there
-    targets = node_agents.targets_of(ctx, 0)
+    targets = node_agents.targets_of(ctx, 0, [1])
     assert [t[2] for t in targets] == ["node manager of node 1", "object manager of node 1"]
     failed = node_agents.NodeAgent().connect([("127.0.0.1", 1, "node manager of node 1")])
     assert failed[0]["label"] == "node manager of node 1" and "Connection refused" in failed[0]["error"]

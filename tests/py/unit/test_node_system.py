@@ -10,7 +10,7 @@ import pytest
 from test_preflight_checks import change, context, ids
 from twgrpo.checks.preflight import node_network, node_system
 from twgrpo.checks.nodeside import probe_system
-from twgrpo.checks.rounds import reach
+from twgrpo.checks.rounds import peers, reach
 
 GIB = 1 << 30
 LOOPBACK_ONLY = {"addresses": ["127.0.1.1"]}
@@ -170,8 +170,8 @@ def test_the_whole_system_report_on_this_machine(tmp_path, monkeypatch):
 def run_reach(tmp_path, ordinals, seconds=3.0, running=None, where=None):
     """Each node's reach in a thread on this host, with the driver's plan (reach.plan)."""
     results = {}
-    targets = reach.plan(ordinals, "t")
-    incoming = reach.expected_incoming(targets)
+    targets = peers.plan(ordinals, "t")
+    incoming = peers.expected_incoming(targets)
 
     def one(ordinal):
         spec = {"ordinal": ordinal, "targets": targets[ordinal], "expect_in": incoming[ordinal],
@@ -213,25 +213,25 @@ def test_a_published_port_nobody_listens_on_is_refused(tmp_path, monkeypatch):
     assert "ConnectionRefusedError" in results[0]["failed"]["1"]["error"]
 
 
-@pytest.mark.parametrize("nodes", [3, reach.ALL_PAIRS_UP_TO, reach.ALL_PAIRS_UP_TO + 1, 40, 2000])
+@pytest.mark.parametrize("nodes", [3, peers.ALL_PAIRS_UP_TO, peers.ALL_PAIRS_UP_TO + 1, 40, 2000])
 def test_the_reach_plan_is_every_pair_for_a_few_nodes_and_linear_beyond(nodes):
-    targets = reach.plan(list(range(nodes)), "token")
+    targets = peers.plan(list(range(nodes)), "token")
     pairs = sum(len(t) for t in targets.values())
-    if nodes <= reach.ALL_PAIRS_UP_TO:
+    if nodes <= peers.ALL_PAIRS_UP_TO:
         assert pairs == nodes * (nodes - 1)
     else:
-        assert pairs <= nodes * (2 + reach.RANDOM_PEERS)
-        for ordinal, peers in targets.items():  # the ring both ways: each node tried by two
-            assert ordinal not in peers and (ordinal + 1) % nodes in peers
-        assert min(reach.expected_incoming(targets).values()) >= 2
-    assert reach.plan(list(range(nodes)), "token") == targets
+        assert pairs <= nodes * (2 + peers.RANDOM_PEERS)
+        for ordinal, tried in targets.items():  # the ring both ways: each node tried by two
+            assert ordinal not in tried and (ordinal + 1) % nodes in tried
+        assert min(peers.expected_incoming(targets).values()) >= 2
+    assert peers.plan(list(range(nodes)), "token") == targets
 
 
 def test_twenty_nodes_on_this_host_reach_their_planned_peers(tmp_path):
     results = run_reach(tmp_path, list(range(20)), seconds=5.0,
                         where={"address": "127.0.0.1", "interface": ""})
-    targets = reach.plan(list(range(20)), "t")
-    incoming = reach.expected_incoming(targets)
+    targets = peers.plan(list(range(20)), "t")
+    incoming = peers.expected_incoming(targets)
     for ordinal, result in results.items():
         assert result["failed"] == {} and result["ok"] == len(targets[ordinal])
         assert result["incoming"] == incoming[ordinal]
@@ -248,7 +248,7 @@ def test_a_node_nobody_can_reach_is_named_by_its_ring_neighbours(tmp_path):
     found = reach.judge(context(tmp_path / "ctx", nodes=12), results)
     named = {f.obj for f in found}
     assert named and all(obj.startswith("node 7 ") for obj in named)
-    assert len(found) == sum(7 in t for t in reach.plan(ordinals, "t").values())
+    assert len(found) == sum(7 in t for t in peers.plan(ordinals, "t").values())
 
 
 def test_a_node_that_cannot_listen_on_its_nccl_address_is_named(tmp_path, monkeypatch):

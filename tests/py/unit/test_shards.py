@@ -1,6 +1,7 @@
 """Checkpoint shards checked in parallel (checks/checkpoint/shards.py): the same verdict for every file as
 the one-file check, big files split across workers, a progress line on a terminal only."""
 import io
+import re
 
 import pytest
 import synthrun
@@ -79,6 +80,31 @@ def test_a_long_check_prints_whole_progress_lines_into_a_log(files, monkeypatch)
     assert lines[0].startswith("checkpoint: 1/3 files") and lines[-1].startswith("checkpoint: 3/3 files")
     assert all("GiB" in line and "MiB/s" in line and "s left" in line and "s so far" in line
                for line in lines)
+
+
+def logged_lines(seconds, every=10):
+    """The log lines of a check that finishes a file of 1 GiB every `every` seconds for
+    `seconds` seconds, on a simulated clock (the check itself takes no time)."""
+    now = [0.0]
+    files = int(seconds // every)
+    logged = io.StringIO()
+    meter = shards.Progress(logged, files, files << 30, clock=lambda: now[0])
+    for _ in range(files):
+        now[0] += every
+        meter.advance(1, 1 << 30)
+    meter.close()
+    return files, logged.getvalue().splitlines()
+
+
+def test_a_long_check_logs_less_often_as_it_goes_and_a_bounded_number_of_lines():
+    files, lines = logged_lines(24 * 3600)  # a day
+    so_far = [int(re.search(r"\((\d+) s so far\)", line).group(1)) for line in lines]
+    gaps = [b - a for a, b in zip([0] + so_far, so_far)]
+    assert gaps[:shards.LOG_DOUBLING] == [shards.LOG_EVERY] * shards.LOG_DOUBLING
+    assert all(b >= a for a, b in zip(gaps, gaps[1:-1]))  # the spacing only grows
+    assert len(lines) < shards.LOG_LINES and lines[-1].startswith(f"checkpoint: {files}/{files} files")
+    files, lines = logged_lines(7 * 24 * 3600, every=60)  # a week: the bound holds
+    assert len(lines) == shards.LOG_LINES and lines[-1].startswith(f"checkpoint: {files}/{files} files")
 
 
 def test_workers_are_bounded_by_cores_memory_and_jobs(monkeypatch):

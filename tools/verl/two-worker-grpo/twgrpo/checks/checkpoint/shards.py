@@ -1,7 +1,8 @@
 """Checkpoint shards checked in parallel: worker processes bounded by cores and memory, the
 largest files first, and a big file's entries split across workers too (a 1-rank checkpoint is
 two files of 5 and 10 GB), with a progress line on a terminal, rewritten in place, and in a job's
-log (not a terminal) a whole line every LOG_EVERY seconds once the check has run that long.
+log (not a terminal) a whole line every LOG_EVERY seconds once the check has run that long,
+less often as it goes on (at most LOG_LINES lines).
 
 Each file gets the same verdict as checkpoint.shard_problem gives it alone. A big file is
 checked in two steps: its layout and data.pkl (torchzip.check without CRCs), then its entries'
@@ -196,29 +197,33 @@ def _slices(spans: list) -> List[list]:
 
 
 LOG_EVERY = 30.0  # seconds between progress lines in a log (a check shorter than this prints none)
+LOG_DOUBLING = 10  # lines a log gets at one spacing before the spacing doubles
+LOG_LINES = 100  # lines a log gets at most, the last included: a day's check prints about 80
 
 
 class Progress:
     """Files and bytes done, rate, time left: on a terminal one line rewritten at most twice a
     second; elsewhere (a job's log) a whole line every LOG_EVERY seconds, the first after
-    LOG_EVERY seconds, and a last one at the end when any was printed."""
+    LOG_EVERY seconds, twice that after LOG_DOUBLING lines and so on, and a last one at the end
+    when any was printed, so a log of a long check stays short (LOG_LINES at most)."""
 
-    def __init__(self, stream: TextIO, files: int, total: int) -> None:
-        self.stream, self.files, self.total = stream, files, total
+    def __init__(self, stream: TextIO, files: int, total: int, clock=time.monotonic) -> None:
+        self.stream, self.files, self.total, self.clock = stream, files, total, clock
         self.on = bool(getattr(stream, "isatty", lambda: False)())
         self.done_files = self.done_bytes = 0
-        self.started = self.shown = time.monotonic()
+        self.started = self.shown = clock()
         self.width = 0
         self.logged = 0
 
     def advance(self, files: int, nbytes: int) -> None:
         self.done_files += files
         self.done_bytes += nbytes
-        now = time.monotonic()
+        now = self.clock()
         if self.on and (now - self.shown >= 0.5 or self.done_files == self.files):
             self.shown = now
             self._show(now)
-        elif not self.on and now - self.shown >= LOG_EVERY:
+        elif (not self.on and self.logged < LOG_LINES - 1
+              and now - self.shown >= LOG_EVERY * 2 ** (self.logged // LOG_DOUBLING)):
             self.shown = now
             self._log(now)
 
@@ -245,7 +250,7 @@ class Progress:
             self.stream.write("\r" + " " * self.width + "\r")
             self.stream.flush()
         elif self.logged:
-            self._log(time.monotonic())
+            self._log(self.clock())
 
 
 def _gib(nbytes: int) -> str:

@@ -60,6 +60,7 @@ class PreflightContext:
     storage_seconds: float = storage_trial.TRIAL_SECONDS
     storage_record: Dict[str, Any] = dataclasses.field(default_factory=dict)
     agents_record: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    peer_plans: Dict[str, Any] = dataclasses.field(default_factory=dict)  # round: peers.record()
 
     def node_name(self, ordinal: int) -> str:
         report = self.reports.get(ordinal) or {}
@@ -288,6 +289,7 @@ def run(folder: RunFolder, profile: Profile, storage_root: Path, *,
             "reach_seconds": round(ctx.reach_seconds, 3), "collective": ctx.collective,
             "node_collective": ctx.node_collective, "job_shape": ctx.shape_record,
             "storage_trial": ctx.storage_record, "node_agents": ctx.agents_record,
+            "peer_plans": ctx.peer_plans,
             "nodes": [ctx.reports.get(i) for i in range(len(ctx.nodes))]})
     finally:
         if ctx.ray is not None:

@@ -3,7 +3,8 @@
 reach.py proves TCP on the address NCCL will use; Ray itself moves objects and starts workers
 through each node's node-manager and object-manager ports (and its runtime-env agent's), which
 a firewall or network policy can block while small task replies still pass (ray #7632, #28191).
-Each node's actor connects to every other node's Ray ports. The same actors answer the driver's
+Each node's actor connects to its planned peers' Ray ports (peers.plan: every other node's on a
+few nodes, a ring and random peers on many, so the driver never lists all pairs). The same actors answer the driver's
 clock, sampled a few times: the offset with the shortest round trip is kept, and a node whose
 clock is off by more than the bound is named (awsome-distributed-ai #180: timeouts from drift).
 """
@@ -15,6 +16,7 @@ from typing import Any, Dict, List, Tuple
 
 from ...run.findings import Finding, finding
 from ..nodeside import isolated
+from . import peers
 
 AGENT_SECONDS = 20.0
 CONNECT_SECONDS = 3.0
@@ -40,10 +42,11 @@ class NodeAgent:
         return failed
 
 
-def targets_of(ctx, ordinal: int) -> List[Tuple[str, int, str]]:
-    """Every other node's Ray ports, as ray.nodes() advertises them."""
+def targets_of(ctx, ordinal: int, others: List[int]) -> List[Tuple[str, int, str]]:
+    """The Ray ports of the nodes others names, as ray.nodes() advertises them."""
     found = []
-    for other, node in enumerate(ctx.nodes):
+    for other in others:
+        node = ctx.nodes[other]
         if other == ordinal:
             continue
         for key, label in PORT_KEYS:
@@ -62,10 +65,12 @@ def check_node_agents(ctx) -> List[Finding]:
     agent_class = ray.remote(num_cpus=0, max_restarts=0)(isolated.actor(ray, NodeAgent))
     agents = {o: agent_class.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
         node_id=r["node_id"], soft=False)).remote() for o, r in nodes}
+    plan = peers.plan(list(agents), ctx.run_id)
+    ctx.peer_plans["ray-ports"] = peers.record(plan, ctx.run_id)
     deadline = time.monotonic() + AGENT_SECONDS
     found: List[Finding] = []
     try:
-        refs = {agents[o].call.remote("connect", targets_of(ctx, o)): o for o in agents}
+        refs = {agents[o].call.remote("connect", targets_of(ctx, o, plan[o])): o for o in agents}
         clocks = {o: _clock(ray, agent, deadline) for o, agent in agents.items()}
         ready, late = ray.wait(list(refs), num_returns=len(refs),
                                timeout=max(deadline - time.monotonic(), 1))

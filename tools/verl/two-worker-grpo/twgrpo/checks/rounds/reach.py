@@ -6,18 +6,15 @@ address and port into the run folder (shared storage, already proved by the prob
 its targets' files and connects to each, while it accepts theirs. Everything is bounded by
 REACH_SECONDS; a peer that cannot be reached is named with its address.
 
-Up to ALL_PAIRS_UP_TO nodes every pair is tried. A larger cluster tries a plan linear in the
-nodes (plan()): each node connects to its two neighbours on a ring and to RANDOM_PEERS others
-drawn from the run's token, so every node is tried both ways by at least two peers, a node
-nobody can reach is found, and 2,000 nodes read some 12,000 peer files, not 4 million. Each
-node's report is aggregated (a count of good connections, the failed ones named), so the
-driver holds a few hundred bytes a node. A block between two particular nodes outside the plan
-is left to the collective probe, whose NCCL rings cross every node.
+Which peers each node tries is peers.plan(): every pair up to a few nodes, beyond that a plan
+linear in the nodes drawn from the run id; each node's report is aggregated (a count of good
+connections, the failed ones named up to a bound), so the driver holds a few hundred bytes a
+node. A block between two particular nodes outside the plan is left to the collective probe,
+whose NCCL rings cross every node.
 """
 from __future__ import annotations
 
 import json
-import random
 import socket
 import threading
 import time
@@ -26,42 +23,12 @@ from typing import Any, Dict, List
 
 from ...run.findings import Finding, Skip, finding
 from ...run.records import write_json
-from . import cluster
+from . import cluster, peers
 from ..nodeside.probe_system import interfaces
 from ...run.runfolder import RunFolder
 
 REACH_SECONDS = 10.0
 CONNECT_SECONDS = 3.0
-ALL_PAIRS_UP_TO = 8  # nodes; beyond, a ring plus random peers
-RANDOM_PEERS = 4
-FAILED_NAMED = 16  # failed connections a node names; the rest are counted
-
-
-def plan(ordinals: List[int], seed: str) -> Dict[int, List[int]]:
-    """Each node's targets: every other node up to ALL_PAIRS_UP_TO nodes, else its ring
-    neighbours and RANDOM_PEERS others (the same for the same seed)."""
-    order = sorted(set(ordinals))
-    if len(order) <= ALL_PAIRS_UP_TO:
-        return {o: [p for p in order if p != o] for o in order}
-    rng = random.Random(seed)
-    count = len(order)
-    targets: Dict[int, List[int]] = {}
-    for at, ordinal in enumerate(order):
-        chosen = {order[(at + 1) % count], order[(at - 1) % count]}
-        while len(chosen) < min(2 + RANDOM_PEERS, count - 1):
-            peer = order[rng.randrange(count)]
-            if peer != ordinal:
-                chosen.add(peer)
-        targets[ordinal] = sorted(chosen)
-    return targets
-
-
-def expected_incoming(targets: Dict[int, List[int]]) -> Dict[int, int]:
-    counts = {o: 0 for o in targets}
-    for peers in targets.values():
-        for peer in peers:
-            counts[peer] = counts.get(peer, 0) + 1
-    return counts
 
 
 def nccl_address(node_ip: str, ifname: str = "") -> Dict[str, str]:
@@ -93,6 +60,7 @@ def reach_from(spec: Dict[str, Any], where: Dict[str, str]) -> Dict[str, Any]:
     deadline = time.monotonic() + spec["seconds"]
     report: Dict[str, Any] = {"ordinal": ordinal, **where, "ok": 0, "failed": {},
                               "failed_count": 0, "incoming": 0}
+    failures = peers.Failures()
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         server.bind((where["address"], 0))
@@ -127,10 +95,7 @@ def reach_from(spec: Dict[str, Any], where: Dict[str, str]) -> Dict[str, Any]:
                                                   "address": where["address"], "port": report["port"]})
     todo = [p for p in targets if p != ordinal]
 
-    def failed(peer: int, outcome: Dict[str, Any]) -> None:
-        report["failed_count"] += 1
-        if len(report["failed"]) < FAILED_NAMED:
-            report["failed"][str(peer)] = outcome
+    failed = failures.add
     while todo and time.monotonic() < deadline:
         for peer in list(todo):
             try:
@@ -155,7 +120,7 @@ def reach_from(spec: Dict[str, Any], where: Dict[str, str]) -> Dict[str, Any]:
         failed(peer, {"target": None, "ok": False, "error": "the peer never published its address"})
     acceptor.join(max(deadline - time.monotonic(), 0))
     server.close()
-    report["incoming"] = len(incoming)
+    report.update(incoming=len(incoming), failed=failures.named, failed_count=failures.count)
     return report
 
 
@@ -167,8 +132,9 @@ def check_reachability(ctx) -> List[Finding]:
         raise Skip("fewer than two nodes share the run folder (shared-storage says why)")
     folder = RunFolder(ctx.run_dir).preflight_reach
     folder.mkdir(exist_ok=True)
-    targets = plan([ordinal for ordinal, _ in answered], ctx.token)
-    incoming = expected_incoming(targets)
+    targets = peers.plan([ordinal for ordinal, _ in answered], ctx.run_id)
+    ctx.peer_plans["reachability"] = peers.record(targets, ctx.run_id)
+    incoming = peers.expected_incoming(targets)
     jobs = []
     for ordinal, report in answered:
         spec = {"ordinal": ordinal, "targets": targets[ordinal], "expect_in": incoming[ordinal],

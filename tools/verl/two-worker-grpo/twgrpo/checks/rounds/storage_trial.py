@@ -2,7 +2,8 @@
 
 Every node at once writes a bounded test file into <run>/preflight-storage/, fsyncs it, renames
 it into place (as checkpoint writers do), drops it from the page cache and reads it back, then
-waits a bounded time to see every other node's renamed file with its header and size. The
+waits a bounded time to see its planned peers' renamed files with their headers (peers.plan:
+every other node's on a few nodes, a ring and random peers on many). The
 slowest node's write rate projects a save of this profile's checkpoint (its share of weights x
 the optimizer factor); a save longer than verl's NCCL timeout (the other ranks wait in a
 collective meanwhile: verl #668) is named before training, as is a node that does not see
@@ -19,7 +20,7 @@ from typing import Any, Dict, List
 
 from ...run import recipe
 from ...run.findings import Finding, Skip, finding
-from . import cluster
+from . import cluster, peers
 from ..preflight.node_system import CHECKPOINT_FACTOR, weights_bytes
 from ...run.runfolder import RunFolder
 
@@ -64,7 +65,7 @@ def storage_trial(spec: Dict[str, Any]) -> Dict[str, Any]:
         finally:
             os.close(directory)
         report["read_seconds"] = _read_back(final, written)
-        report["seen"], report["unseen"] = _peers(folder, spec, deadline)
+        report["seen"], report["unseen"], report["unseen_count"] = _peers(folder, spec, deadline)
     except OSError as exc:
         report["error"] = f"{type(exc).__name__}: {exc}"[:400]
     return report
@@ -89,9 +90,10 @@ def _read_back(path: Path, size: int) -> float:
 
 
 def _peers(folder: Path, spec: Dict[str, Any], deadline: float):
-    """Ordinals whose renamed file this node sees with its header (each polled until the
-    deadline), and those it never saw: {ordinal: what it saw}."""
-    want = {o for o in spec["ordinals"] if o != spec["ordinal"]}
+    """How many of the node's targets' renamed files it sees with their headers (each polled
+    until the deadline), those it never saw by name ({ordinal: what it saw}, at most
+    peers.NAMED_PEERS), and how many it never saw."""
+    want = {o for o in spec["targets"] if o != spec["ordinal"]}
     seen, last = set(), {}
     while True:
         for other in sorted(want - seen):
@@ -104,7 +106,10 @@ def _peers(folder: Path, spec: Dict[str, Any], deadline: float):
             except OSError as exc:
                 last[other] = exc.strerror or type(exc).__name__
         if seen == want or time.monotonic() >= deadline:
-            return sorted(seen), {str(o): last.get(o, "nothing") for o in sorted(want - seen)}
+            unseen = peers.Failures()
+            for other in sorted(want - seen):
+                unseen.add(other, last.get(other, "nothing"))
+            return len(seen), unseen.named, unseen.count
         time.sleep(0.2)
 
 
@@ -127,11 +132,12 @@ def check_storage_trial(ctx) -> List[Finding]:
     folder.mkdir(exist_ok=True)
     seconds = ctx.storage_seconds
     size = trial_bytes(ctx.storage_bytes, shutil.disk_usage(folder).free, len(nodes))
+    targets = peers.plan([o for o, _ in nodes], ctx.run_id)
+    ctx.peer_plans["storage-trial"] = peers.record(targets, ctx.run_id)
     jobs = []
     for ordinal, report in nodes:
         spec = {"ordinal": ordinal, "folder": str(folder), "token": ctx.token.strip(),
-                "bytes": size, "seconds": seconds,
-                "ordinals": [o for o, _ in nodes]}
+                "bytes": size, "seconds": seconds, "targets": targets[ordinal]}
         jobs.append(cluster.Job(ordinal, report["node_id"], (spec,)))
     answers = cluster.on_nodes(ctx.ray, cluster.remote_task(ctx.ray, storage_trial), jobs,
                                seconds + 15)
@@ -145,7 +151,7 @@ def check_storage_trial(ctx) -> List[Finding]:
     shutil.rmtree(folder, ignore_errors=True)  # up to nodes x 64 MiB of test data
     ctx.storage_record = {"bytes": size, "seconds": waited, "nodes": [
         {"ordinal": o, **{k: r.get(k) for k in ("bytes", "write_seconds", "read_seconds", "seen",
-                                                 "unseen", "error")}} for o, r in sorted(results.items())]}
+                                                 "unseen", "unseen_count", "error")}} for o, r in sorted(results.items())]}
     return found + judge(ctx, results)
 
 
@@ -182,6 +188,10 @@ def judge(ctx, results: Dict[int, Dict[str, Any]]) -> List[Finding]:
             found.append(finding("PRE-E231", name, f"did not see {ctx.node_name(int(other))}'s "
                                  f"renamed file within the trial (it saw: {saw}): the volume does "
                                  "not show one node's rename to another", saw=saw))
+        more = (result.get("unseen_count") or 0) - len(result.get("unseen") or {})
+        if more > 0:
+            found.append(finding("PRE-E231", name, f"did not see {more} more peers' renamed files "
+                                 "within the trial (not named)"))
         if result.get("write_seconds"):
             rates[ordinal] = result["bytes"] / result["write_seconds"]
     checkpoint = weights_bytes(ctx) * CHECKPOINT_FACTOR
