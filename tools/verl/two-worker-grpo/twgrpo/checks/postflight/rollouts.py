@@ -41,18 +41,39 @@ class _Notes(list):
             super().append(note)
 
 
-FAST_MAX = 1 << 20  # a rollout file this small is read at once and its bounds checked once
+FAST_MAX = 1 << 20  # a rollout file is read in pieces of this many bytes, cut after a newline
 _DECODE = json.JSONDecoder(parse_int=bounded.parse_int).decode
 
 
 def _fast_rows(path: Path, step: int) -> Optional[Tuple[int, List[float]]]:
-    """(rows, [min, max] score) of a small file whose every row is good, its bytes read and its
-    bounds (bounded.loads's cost and nesting) checked once for the whole file; None for anything
-    else, which the line-by-line reader then judges and names."""
+    """(rows, [min, max] score) of a file whose every row is good, read in pieces of up to
+    FAST_MAX bytes that end at a newline, each piece's bounds (bounded.loads's cost and nesting)
+    checked once for all its rows; None for anything else (a row longer than a piece too),
+    which the line-by-line reader then judges and names."""
+    rows, scores = 0, []
     with lines.open_regular(path) as stream:
-        data = stream.read(FAST_MAX + 1)
-    if len(data) > FAST_MAX or bounded.cost(data) > bounded.MEMORY or \
-            not 0 <= bounded.depth(data) <= bounded.MAX_DEPTH:
+        tail = b""
+        while True:
+            more = stream.read(FAST_MAX)
+            data, tail = tail + more, b""
+            if more:
+                cut = data.rfind(b"\n") + 1
+                if not cut:
+                    return None
+                data, tail = data[:cut], data[cut:]
+            found = _fast_piece(data, step)
+            if found is None:
+                return None
+            rows += found[0]
+            scores += found[1]
+            if not more:
+                break
+    return rows, ([min(scores), max(scores)] if rows else [])
+
+
+def _fast_piece(data: bytes, step: int) -> Optional[Tuple[int, List[float]]]:
+    """(rows, [min, max] score, or [] without rows) of whole lines whose every row is good."""
+    if bounded.cost(data) > bounded.MEMORY or not 0 <= bounded.depth(data) <= bounded.MAX_DEPTH:
         return None
     low = high = None
     rows = 0
