@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=efdc62eccee1546cc9e2489b3c4d2bfc35896460a9920b37c6f1192b02f9d44b
+readonly BUNDLE_SUMS_SHA256=f1a6142a777d02aaf695316880d663c82f65e53c8719e201c9ade5a1b4ad5bf6
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
