@@ -11,15 +11,6 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .checks.inputs import inputs
-from .checks.postflight import postflight
-from .checks.preflight import preflight
-from .checks.rules import recipe
-from .checks.watch import stall
-from . import launch
-from .report import compare, runs, summary
-from .run import failedchecks
-from .run.catalog import markdown_page, markdown_table
 from .run.findings import EXIT_FAILED, EXIT_USAGE, UsageError, say_usage, usage
 from .run.profile import Profile, load_profile, with_overrides
 from .run.records import RecordError
@@ -28,7 +19,13 @@ from .run.runfolder import RUN_FILES, RunFolder
 from .run.runpaths import run_folder
 
 
-def _parser() -> argparse.ArgumentParser:
+COMPARE_HELP = ("compare a run with one or more reference runs: what ran, how it went, what it "
+                "learned (exit 0 the same, 1 something differs)")
+
+
+def _parser(argv: List[str]) -> argparse.ArgumentParser:
+    """Every phase's arguments; compare's own are read only when argv names it (or asks for
+    help): its module imports most of report/, which no other phase needs to start."""
     parser = argparse.ArgumentParser(
         prog="verify-two-worker-grpo-v1.py",
         description="Check the inputs, cluster and results of a verl GRPO run "
@@ -92,7 +89,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--storage-root", type=Path, required=True, help="the volume's mount path here")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="json: one object per run, one per line (for scripts)")
-    compare.add_parser(sub)
+    if "compare" in argv:
+        from .report import compare
+        compare.add_parser(sub, COMPARE_HELP)
+    else:
+        sub.add_parser("compare", help=COMPARE_HELP)
 
     for name, text in (("paths", "print the run's paths as KEY=value lines (launcher)"),
                        ("env", "print the driver environment, NUL-separated (launcher)"),
@@ -192,33 +193,82 @@ def profile_for(args: argparse.Namespace) -> Profile:
     return profile
 
 
+# Each phase's module is imported when that phase runs: postflight starts without the
+# preflight, report and launcher modules (a tenth of a second of imports it never uses).
 def print_catalog(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+    from .run.catalog import markdown_page, markdown_table
     sys.stdout.write(markdown_page() if args.page else markdown_table())
     return 0
 
 
 def print_failed_checks(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+    from .run import failedchecks
     print(failedchecks.cause(args.run_dir))
     return 0
 
 
 def list_runs(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+    from .report import runs
     return runs.main(args)
 
 
-HANDLERS = {"inputs": inputs.main, "preflight": preflight.main, "postflight": postflight.main,
-            "report": summary.main, "runs": list_runs, "paths": launch.paths, "env": launch.env,
-            "command": launch.training_command, "runtime-env": launch.runtime_env,
-            "record-run": launch.record_run, "catalog": print_catalog,
-            "resume": launch.resume, "request": launch.check_request,
-            "heartbeat": launch.heartbeat, "attempt": launch.attempt, "check-profile": recipe.main,
-            "watch-training": stall.main, "compare": lambda args, _: compare.main(args),
+def run_inputs(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+    from .checks.inputs import inputs
+    return inputs.main(args, profile)
+
+
+def run_preflight(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+    from .checks.preflight import preflight
+    return preflight.main(args, profile)
+
+
+def run_postflight(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+    from .checks.postflight import postflight
+    return postflight.main(args, profile)
+
+
+def run_report(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+    from .report import summary
+    return summary.main(args, profile)
+
+
+def check_profile(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+    from .checks.rules import recipe
+    return recipe.main(args, profile)
+
+
+def watch_training(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+    from .checks.watch import stall
+    return stall.main(args, profile)
+
+
+def compare_runs(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+    from .report import compare
+    return compare.main(args)
+
+
+def launcher(name: str):
+    """launch.<name>, imported when the launcher asks for it."""
+    def run(args: argparse.Namespace, profile: Optional[Profile]) -> int:
+        from . import launch
+        return getattr(launch, name)(args, profile)
+    return run
+
+
+HANDLERS = {"inputs": run_inputs, "preflight": run_preflight, "postflight": run_postflight,
+            "report": run_report, "runs": list_runs, "paths": launcher("paths"), "env": launcher("env"),
+            "command": launcher("training_command"), "runtime-env": launcher("runtime_env"),
+            "record-run": launcher("record_run"), "catalog": print_catalog,
+            "resume": launcher("resume"), "request": launcher("check_request"),
+            "heartbeat": launcher("heartbeat"), "attempt": launcher("attempt"), "check-profile": check_profile,
+            "watch-training": watch_training, "compare": compare_runs,
             "failed-checks": print_failed_checks}
 NO_PROFILE = ("catalog", "runs", "request", "heartbeat", "watch-training", "compare", "failed-checks")  # judge no single run
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help

@@ -222,9 +222,8 @@ def finite(value: Any) -> Any:
     return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("compare", help="compare a run with one or more reference runs: what ran, "
-                       "how it went, what it learned (exit 0 the same, 1 something differs)")
+def add_parser(sub, help_text: str) -> None:
+    p = sub.add_parser("compare", help=help_text)
     p.add_argument("--storage-root", type=Path, required=True, help="the volume's mount path here")
     p.add_argument("--run-id", help="the run to compare")
     p.add_argument("--against", action="append", help="a reference RUN_ID (repeat, or several "
