@@ -166,9 +166,11 @@ class LogScan:
 
     def add_transport(self, key: Tuple[str, int], ib: Optional[str] = None, ips: Iterable[str] = (),
                       network: Optional[str] = None, ib_devices: Iterable[str] = ()) -> None:
-        if key not in self.transport and not self.room():
-            return
-        t = self.transport.setdefault(key, Transport())
+        t = self.transport.get(key)
+        if t is None:  # a rank's first transport line (setdefault would build one every line)
+            if not self.room():
+                return
+            t = self.transport[key] = Transport()
         if ib is not None and self.room():
             t.ib_disable.append(ib)
         for ip in ips:
