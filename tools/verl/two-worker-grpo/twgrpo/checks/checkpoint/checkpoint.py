@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import shards
+from . import ahead, shards
 from ...run.findings import Finding, finding, mismatch
 from ...run.records import read_json
 from ...run.runfolder import RunFolder
@@ -19,6 +19,28 @@ def shard_problem(path: Path) -> Optional[Tuple[str, str]]:
     return shards.problem(path)[0]
 
 
+def _names(world: int) -> List[Tuple[str, int, str]]:
+    return [(kind, rank, f"{kind}_world_size_{world}_rank_{rank}.pt")
+            for kind in SHARD_KINDS for rank in range(world)]
+
+
+def shard_paths(run_dir: Path, step: int, world: int) -> List[str]:
+    """Every file step_findings reads through check_files: each rank's shards, then data.pt.
+    Plain strings: 16,384 ranks have 49,152 shards, and a Path each (made, hashed, made
+    relative) costs tenths of a second."""
+    step_dir = RunFolder(run_dir).checkpoints / f"global_step_{step}"
+    folder = str(step_dir / "actor")
+    return [f"{folder}/{name}" for _, _, name in _names(world)] + [str(step_dir / "data.pt")]
+
+
+def start_ahead(run_dir: Path, step: int, world: int) -> Optional[ahead.Ahead]:
+    """The shard check of checkpoints/global_step_<step>/ begun now in worker processes
+    (ahead.py), or None when the folder is not there (the check then says what is missing)."""
+    if not (RunFolder(run_dir).checkpoints / f"global_step_{step}" / "actor").is_dir():
+        return None
+    return ahead.Ahead(shard_paths(run_dir, step, world), ahead.workers(3 * world + 1))
+
+
 def step_findings(run_dir: Path, step: int, world: int,
                   check_files: Callable[..., Dict[Any, Any]] = shards.check_files
                   ) -> Tuple[List[Finding], Dict[str, Any]]:
@@ -28,13 +50,9 @@ def step_findings(run_dir: Path, step: int, world: int,
     step_dir = RunFolder(run_dir).checkpoints / f"global_step_{step}"
     actor = step_dir / "actor"
     found, files, sizes = [], {}, {}
-    # plain strings: 16,384 ranks have 49,152 shards, and a Path each (made, hashed, made
-    # relative) costs tenths of a second
     folder, shown = str(actor), str(actor.relative_to(run_dir))
-    names = [(kind, rank, f"{kind}_world_size_{world}_rank_{rank}.pt")
-             for kind in SHARD_KINDS for rank in range(world)]
-    problems = check_files([f"{folder}/{name}" for _, _, name in names] + [str(step_dir / "data.pt")],
-                           sizes=sizes)
+    names = _names(world)
+    problems = check_files(shard_paths(run_dir, step, world), sizes=sizes)
     for kind, rank, name in names:
         path = f"{folder}/{name}"
         problem = problems[path]

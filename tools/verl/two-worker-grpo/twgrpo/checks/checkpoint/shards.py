@@ -204,17 +204,38 @@ def _batches(order: List[Any], sizes: Dict[Any, int]) -> List[List[Any]]:
 
 
 def _parallel(sizes: Dict[Any, int], count: int, meter: "Progress") -> Dict[Any, Tuple[Problem, int]]:
-    order = sorted(sizes, key=lambda p: -sizes[p])  # largest first: the long poles start early
-    split_at = max(SLICE, sum(sizes.values()) // (count * 4))
-    split = [path for path in order if sizes[path] > split_at]
-    results: Dict[Any, Tuple[Problem, int]] = {}
-    pending: Dict[Future, Tuple[str, list]] = {}
-    slices_left: Dict[Any, int] = {}
-    with ProcessPoolExecutor(max_workers=count) as pool:
-        for path in split:
-            pending[pool.submit(_layout, str(path))] = ("layout", [path])
-        for batch in _batches(order[len(split):], sizes):
-            pending[pool.submit(_batch, [str(p) for p in batch])] = ("batch", batch)
+    return Parallel(sizes, count, meter).collect()
+
+
+class Parallel:
+    """The files checked by ``count`` worker processes: made and every task handed over at once
+    (the workers fork here), the verdicts collected by collect(), which may run in another
+    thread (checks/checkpoint/ahead.py)."""
+
+    def __init__(self, sizes: Dict[Any, int], count: int, meter: "Progress") -> None:
+        self.sizes, self.meter = sizes, meter
+        order = sorted(sizes, key=lambda p: -sizes[p])  # largest first: the long poles start early
+        split_at = max(SLICE, sum(sizes.values()) // (count * 4))
+        split = [path for path in order if sizes[path] > split_at]
+        self.pending: Dict[Future, Tuple[str, list]] = {}
+        self.pool = ProcessPoolExecutor(max_workers=count)
+        try:
+            for path in split:
+                self.pending[self.pool.submit(_layout, str(path))] = ("layout", [path])
+            for batch in _batches(order[len(split):], sizes):
+                self.pending[self.pool.submit(_batch, [str(p) for p in batch])] = ("batch", batch)
+        except BaseException:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+    def collect(self) -> Dict[Any, Tuple[Problem, int]]:
+        with self.pool:
+            return self._collect()
+
+    def _collect(self) -> Dict[Any, Tuple[Problem, int]]:
+        sizes, meter, pending, pool = self.sizes, self.meter, self.pending, self.pool
+        results: Dict[Any, Tuple[Problem, int]] = {}
+        slices_left: Dict[Any, int] = {}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
@@ -241,8 +262,8 @@ def _parallel(sizes: Dict[Any, int], count: int, meter: "Progress") -> Dict[Any,
                         results[path] = (found, sizes[path])
                     slices_left[path] -= 1
                     meter.advance(0 if slices_left[path] else 1, sum(s[2] for s in part))
-    meter.close()
-    return {path: results.get(path, (None, 0)) for path in sizes}
+        meter.close()
+        return {path: results.get(path, (None, 0)) for path in sizes}
 
 
 def _slices(spans: list) -> List[list]:

@@ -45,6 +45,7 @@ class PostflightContext:
     lineage: Any = None  # a resumed run's record (resumed.py); None for a fresh run
     fan_out: bool = False  # in-job: shard checks spread over the Ray cluster (fanout.py)
     stop: Any = None     # a PREEMPTED run's stop (stopped.py): judged up to its checkpoint
+    ahead: Any = None    # the shard check, begun before the first check (checkpoint/ahead.py)
     _scan: Optional[trainlog.LogScan] = None
     _preflight: Optional[Dict[str, Any]] = None
     _scalars: Optional[Dict[Any, tfevents.Scalars]] = None
@@ -216,8 +217,9 @@ def check_tensorboard(ctx: PostflightContext) -> List[Finding]:
 def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
     audit.require_checkpoints(ctx.run_dir)
     steps = ctx.steps
-    found, evidence = checkpoint.step_findings(
-        ctx.run_dir, steps, ctx.world_size, fanout.check_files if ctx.fan_out else shards.check_files)
+    check_files = (fanout.check_files if ctx.fan_out else
+                   ctx.ahead.check_files if ctx.ahead is not None else shards.check_files)
+    found, evidence = checkpoint.step_findings(ctx.run_dir, steps, ctx.world_size, check_files)
     tracker = RunFolder(ctx.run_dir).checkpoints / "latest_checkpointed_iteration.txt"
     try:
         latest = lines.read_small(tracker).strip()
@@ -263,6 +265,8 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
     ctx.lineage = resumed.lineage_in(run_dir)
     ctx.fan_out = bool(getattr(args, "fan_out", False))
     ctx.stop = stopped.stop_point(run_dir)
+    if not ctx.fan_out:  # the shards are read in other processes while the other checks run
+        ctx.ahead = checkpoint.start_ahead(run_dir, ctx.steps, world)
     header = (f"run {run_id}, profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
               f"{humane.plural(profile.TARGET_STEPS, 'step')}")
