@@ -53,15 +53,15 @@ def _batch(paths: Sequence[str]) -> List[Tuple[Problem, int]]:
     opened, and the kernel asked to start reading it, while this one is checked: a cold read
     overlaps the check. A small file is read in one call, from the descriptor already open."""
     found: List[Tuple[Problem, int]] = []
-    ahead = _opened(paths[0]) if paths else (None, None)
+    upcoming = _opened(paths[0]) if paths else (None, None)
     try:
         for index in range(len(paths)):
-            fd, size = ahead
-            ahead = (None, None)
+            fd, size = upcoming
+            upcoming = (None, None)
             if index + 1 < len(paths):
-                ahead = _opened(paths[index + 1])
-                if ahead[0] is not None:
-                    _prefetch(ahead[0])
+                upcoming = _opened(paths[index + 1])
+                if upcoming[0] is not None:
+                    _prefetch(upcoming[0])
             if fd is None:
                 found.append((_problem_of(size), 0))
                 continue
@@ -71,8 +71,8 @@ def _batch(paths: Sequence[str]) -> List[Tuple[Problem, int]]:
             finally:
                 os.close(fd)
     finally:
-        if ahead[0] is not None:
-            os.close(ahead[0])
+        if upcoming[0] is not None:
+            os.close(upcoming[0])
     return found
 
 
