@@ -10,7 +10,7 @@ import dataclasses
 import re
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from .causes import classify
+from .causes import CAUSE_WORDS, classify
 
 FATAL_SAMPLES = 20
 CAUSE_SAMPLES = 5  # per cause
@@ -72,6 +72,8 @@ FATAL = [  # the tutorial's list of markers that a healthy run never prints
 ]
 FATAL_WORDS = ("Traceback", "Error", "out of memory", "NCCL WARN", "NCCL ERROR", "ncclInvalid",
                "ProcessGroupNCCL", "Segmentation fault", "Killed")  # each marker holds one
+# _fatal_marker and classify each answer None for a line without one of their words.
+ALARM_WORDS = tuple(dict.fromkeys(FATAL_WORDS + CAUSE_WORDS))
 # Every line any parser above can match holds one of these keywords. Each keyword is found
 # through its anchor byte, one rare in NCCL INFO noise; keywords share anchors so that a
 # block is searched once per anchor. "commId" has no rare byte and gets a substring search.
@@ -254,12 +256,13 @@ def _parse_line(scan: LogScan, number: int, raw: str) -> None:
     prefix = RAY_PREFIX.match(text) if text.startswith("(") else None
     prefix_pid = int(prefix.group("pid")) if prefix else None
     body = text[prefix.end():] if prefix else text
-    name = _fatal_marker(body)
-    if name:
-        scan.add_fatal(number, name, text)
-    cause = classify(body)
-    if cause:
-        scan.add_cause(number, cause[0], cause[1], text)
+    if any(map(body.__contains__, ALARM_WORDS)):  # a healthy line holds none: one pass, in C
+        name = _fatal_marker(body)
+        if name:
+            scan.add_fatal(number, name, text)
+        cause = classify(body)
+        if cause:
+            scan.add_cause(number, cause[0], cause[1], text)
     if "commId" in body:
         m = NCCL_INIT.search(body)
         if m:
