@@ -1,13 +1,17 @@
 """The shard check started ahead (checks/checkpoint/ahead.py): worker processes read the shards
-while postflight runs its other checks, and the checkpoint check gets the verdicts and sizes
-shards.check_files gives; anything else (other paths, no workers, a worker lost) is checked then."""
+(and a short run's rollouts) while postflight runs its other checks, and the checks get the
+verdicts, sizes and findings they would have read themselves; anything else (other paths, no
+workers, a worker lost) is checked then."""
 import io
+import types
 from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 import synthrun
 import torchlike
 from twgrpo.checks.checkpoint import ahead, checkpoint, shards
+from twgrpo.checks.postflight import rollouts
+from twgrpo.run.profile import load_profile
 
 
 @pytest.fixture
@@ -61,3 +65,28 @@ def test_postflight_starts_the_check_of_the_target_steps_shards(tmp_path, monkey
     assert started.paths == checkpoint.shard_paths(run, 2, 4)
     assert len(started.paths) == 3 * 4 + 1 and started.paths[-1].endswith("global_step_2/data.pt")
     assert checkpoint.start_ahead(run, 3, 4) is None  # no such step folder: nothing to start
+
+
+def test_a_short_runs_rollouts_are_read_by_the_workers_with_the_same_findings(paths, tmp_path):
+    run = tmp_path / "run"
+    (run / "rollouts").mkdir(parents=True)
+    row = '{"input": "q", "output": "a", "score": 0.5, "step": %d}\n'
+    (run / "rollouts" / "1.jsonl").write_text(row % 1 * 3)
+    (run / "rollouts" / "2.jsonl").write_text(row % 2 + row % 7)  # a wrong step, too few rows
+    profile = load_profile(None)
+
+    def ctx(started):
+        made = types.SimpleNamespace(profile=profile, run_dir=run, steps=3, first_step=1,
+                                     evidence={}, ahead=started, rollouts_ahead={})
+        made.rollouts_ahead = rollouts.start_ahead(made)
+        return made
+
+    here, there = ctx(None), ctx(ahead.Ahead(paths, 2))
+    assert here.rollouts_ahead == {} and sorted(there.rollouts_ahead) == [1, 2, 3]
+    found = [(f.id, f.obj, f.message) for f in rollouts.check_rollouts(here)]
+    assert [(f.id, f.obj, f.message) for f in rollouts.check_rollouts(there)] == found
+    assert here.evidence == there.evidence
+    assert {fid for fid, _, _ in found} == {"POST-E018", "POST-E019", "POST-E020"}  # 3.jsonl: missing
+    there.ahead.check_files(paths)
+    longer = types.SimpleNamespace(ahead=there.ahead, steps=rollouts.AHEAD_STEPS + 1, first_step=1)
+    assert rollouts.start_ahead(longer) == {}

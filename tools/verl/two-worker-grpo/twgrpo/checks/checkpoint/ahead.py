@@ -1,6 +1,6 @@
 """The shard check started ahead: postflight starts it before its first check, so worker
-processes read the checkpoint while this process reads the log, the records and the rollouts;
-the checkpoint check then takes their verdicts. A 16,384-rank run has 49,152 shards: their
+processes read the checkpoint (and a short run's rollouts, postflight/rollouts.py) while this
+process reads the log and the records; the checkpoint check then takes their verdicts. A 16,384-rank run has 49,152 shards: their
 check and the rest of postflight each take a core-second, one after the other without this.
 
 Only when the files are read changes, never a verdict: the workers run shards.Parallel, as
@@ -13,7 +13,8 @@ from __future__ import annotations
 import io
 import sys
 import threading
-from typing import Any, Dict, Optional, Sequence, TextIO, Tuple
+from concurrent.futures import Future
+from typing import Any, Callable, Dict, Optional, Sequence, TextIO, Tuple
 
 from . import shards
 
@@ -51,6 +52,16 @@ class Ahead:
             self.found = self.run.collect() if self.run is not None else None
         except BaseException as exc:  # BrokenProcessPool and the like: checked again when asked
             self.failed = exc
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Optional[Future]:
+        """fn(*args) in one of the workers, after the shards; None where none were started or
+        they are done (the caller then runs it itself)."""
+        if self.run is None:
+            return None
+        try:
+            return self.run.pool.submit(fn, *args)
+        except RuntimeError:  # the pool has shut down: every shard was checked already
+            return None
 
     def check_files(self, paths: Sequence[Any], sizes: Optional[Dict[Any, int]] = None,
                     progress: Optional[TextIO] = None) -> Dict[Any, Problem]:

@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import audit, health, launcher_records, placement, stopped, validation
+from . import audit, health, launcher_records, placement, rollouts, stopped, validation
 from ..checkpoint import checkpoint, fanout, shards
 from ..resume import resumed
 from ..watch import stall
@@ -46,6 +46,7 @@ class PostflightContext:
     fan_out: bool = False  # in-job: shard checks spread over the Ray cluster (fanout.py)
     stop: Any = None     # a PREEMPTED run's stop (stopped.py): judged up to its checkpoint
     ahead: Any = None    # the shard check, begun before the first check (checkpoint/ahead.py)
+    rollouts_ahead: Dict[int, Any] = dataclasses.field(default_factory=dict)  # rollouts.start_ahead
     _scan: Optional[trainlog.LogScan] = None
     _preflight: Optional[Dict[str, Any]] = None
     _scalars: Optional[Dict[Any, tfevents.Scalars]] = None
@@ -267,6 +268,7 @@ def main(args: argparse.Namespace, profile: Profile) -> int:
     ctx.stop = stopped.stop_point(run_dir)
     if not ctx.fan_out:  # the shards are read in other processes while the other checks run
         ctx.ahead = checkpoint.start_ahead(run_dir, ctx.steps, world)
+        ctx.rollouts_ahead = rollouts.start_ahead(ctx)
     header = (f"run {run_id}, profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
               f"{humane.plural(profile.TARGET_STEPS, 'step')}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ...formats import bounded, lines
 from ...run.findings import Finding, finding, mismatch
@@ -131,6 +131,22 @@ def _rollout_file(path: Path, step: int) -> Tuple[int, "_Notes", List[Finding], 
 
 
 LISTED_STEPS = 32  # steps listed one by one at each end of a long run; the rest are summed
+AHEAD_STEPS = 64  # a run of at most this many steps has its rollout files read ahead
+
+
+def start_ahead(ctx) -> Dict[int, Any]:
+    """Each step's rollout file handed to the workers of the shard check started ahead
+    (checkpoint/ahead.py), to be read there while this process reads the log: step -> future,
+    or {} (read here, when asked) for a longer run or without those workers."""
+    if ctx.ahead is None or ctx.steps - ctx.first_step + 1 > AHEAD_STEPS:
+        return {}
+    futures = {}
+    for step in range(ctx.first_step, ctx.steps + 1):
+        future = ctx.ahead.submit(_rollout_file, RunFolder(ctx.run_dir).rollouts / f"{step}.jsonl", step)
+        if future is None:
+            return {}
+        futures[step] = future
+    return futures
 
 
 def check_rollouts(ctx) -> List[Finding]:
@@ -145,7 +161,8 @@ def check_rollouts(ctx) -> List[Finding]:
     for step in range(ctx.first_step, ctx.steps + 1):
         path = RunFolder(ctx.run_dir).rollouts / f"{step}.jsonl"
         try:
-            rows, bad, long_rows, low_high = _rollout_file(path, step)
+            read = ctx.rollouts_ahead.get(step)  # the same call, made in a worker (start_ahead)
+            rows, bad, long_rows, low_high = read.result() if read else _rollout_file(path, step)
         except OSError as exc:
             found.append(finding("POST-E018", str(path), f"cannot read: {exc.strerror}"))
             continue
