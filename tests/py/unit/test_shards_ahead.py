@@ -4,6 +4,7 @@ verdicts, sizes and findings they would have read themselves; anything else (oth
 workers, a worker lost) is checked then."""
 import io
 import types
+from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 
 import pytest
@@ -87,6 +88,10 @@ def test_a_short_runs_rollouts_are_read_by_the_workers_with_the_same_findings(pa
     assert [(f.id, f.obj, f.message) for f in rollouts.check_rollouts(there)] == found
     assert here.evidence == there.evidence
     assert {fid for fid, _, _ in found} == {"POST-E018", "POST-E019", "POST-E020"}  # 3.jsonl: missing
+    lost = Future()  # the worker that read 2.jsonl was killed: read here instead
+    lost.set_exception(BrokenProcessPool("a worker was killed"))
+    there.rollouts_ahead[2] = lost
+    assert [(f.id, f.obj, f.message) for f in rollouts.check_rollouts(there)] == found
     there.ahead.check_files(paths)
     longer = types.SimpleNamespace(ahead=there.ahead, steps=rollouts.AHEAD_STEPS + 1, first_step=1)
     assert rollouts.start_ahead(longer) == {}

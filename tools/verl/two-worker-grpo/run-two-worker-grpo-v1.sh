@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=fc37dcd23298a9d31f02cf75915bf75049c5026d2aee4a0d0af4771acc3fb43a
+readonly BUNDLE_SUMS_SHA256=f8b30f4320fab0f4495d41f700855caa55bbff4bd4ebf826207b48607e5c7f94
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import CancelledError
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -149,6 +151,18 @@ def start_ahead(ctx) -> Dict[int, Any]:
     return futures
 
 
+def _read(ctx, path: Path, step: int) -> Tuple[int, "_Notes", List[Finding], List[float]]:
+    """_rollout_file(path, step): its answer from a worker (start_ahead), or the call made here
+    when there is none or the worker was lost (an OSError from the worker is the file's own)."""
+    read = ctx.rollouts_ahead.get(step)
+    if read is not None:
+        try:
+            return read.result()
+        except (BrokenProcessPool, CancelledError):
+            pass
+    return _rollout_file(path, step)
+
+
 def check_rollouts(ctx) -> List[Finding]:
     """Every step's rollouts/<step>.jsonl. verification.json lists each step of a run of up to
     2 x LISTED_STEPS steps; a longer run's first and last LISTED_STEPS steps, every step with a
@@ -161,8 +175,7 @@ def check_rollouts(ctx) -> List[Finding]:
     for step in range(ctx.first_step, ctx.steps + 1):
         path = RunFolder(ctx.run_dir).rollouts / f"{step}.jsonl"
         try:
-            read = ctx.rollouts_ahead.get(step)  # the same call, made in a worker (start_ahead)
-            rows, bad, long_rows, low_high = read.result() if read else _rollout_file(path, step)
+            rows, bad, long_rows, low_high = _read(ctx, path, step)
         except OSError as exc:
             found.append(finding("POST-E018", str(path), f"cannot read: {exc.strerror}"))
             continue
