@@ -84,7 +84,7 @@ def check_run_id_new(prep_root: Path, run_id: str) -> List[Finding]:
     return []
 
 
-def _present(paths) -> dict:
+def _present(paths, sizes=None) -> dict:
     """A cheap stand-in for shards.check_files: each file is there, regular and not empty
     (the launcher's resume phase reads every shard; this only has to be right in seconds)."""
     found = {}
@@ -92,6 +92,8 @@ def _present(paths) -> dict:
         try:
             info = bounded.regular(path)
             found[path] = None if info.st_size else ("empty", "an empty file")
+            if sizes is not None and info.st_size:
+                sizes[path] = info.st_size
         except bounded.Unreadable as exc:
             found[path] = ("missing", str(exc)) if str(exc) == "missing" else ("layout", str(exc))
     return found

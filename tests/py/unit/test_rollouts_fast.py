@@ -1,5 +1,5 @@
-"""A small rollout file is read at once (rollouts._fast_rows) and gets the verdict the
-line-by-line reader gives it, row for row, on good and on hostile files."""
+"""A rollout file is read in pieces of whole lines (rollouts._fast_rows), and gets the verdict the
+line-by-line reader gives it, row for row, on good and on hostile files, in one piece or many."""
 import json
 
 import pytest
@@ -25,8 +25,10 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("piece", [1 << 20, 97], ids=["one piece", "pieces of 97 bytes"])
 @pytest.mark.parametrize("name", CASES)
-def test_the_fast_reader_agrees_with_the_line_reader(tmp_path, monkeypatch, name):
+def test_the_fast_reader_agrees_with_the_line_reader(tmp_path, monkeypatch, name, piece):
+    monkeypatch.setattr(rollouts, "FAST_MAX", piece)
     path = tmp_path / "3.jsonl"
     if CASES[name] is None:
         path.write_bytes(row().encode() + b"\n" + b'{"input": "\xff"}\n')
@@ -34,11 +36,13 @@ def test_the_fast_reader_agrees_with_the_line_reader(tmp_path, monkeypatch, name
         path.write_text(CASES[name], encoding="utf-8")
     fast = rollouts._rollout_file(path, 3)
     took_fast = rollouts._fast_rows(path, 3) is not None
-    monkeypatch.setattr(rollouts, "FAST_MAX", -1)  # every file takes the line-by-line reader
+    monkeypatch.setattr(rollouts, "_fast_rows", lambda *a: None)  # the line-by-line reader alone
     slow = rollouts._rollout_file(path, 3)
     assert (fast[0], list(fast[1]), fast[1].count, fast[3]) == \
         (slow[0], list(slow[1]), slow[1].count, slow[3])
     if name == "good":
         assert fast[0] == 8 and fast[3] == [0.5, 0.5] and took_fast
+    if name == "nested 40 deep" and piece == 97:
+        assert not took_fast  # its one row is longer than a piece
     if name.startswith("two rows merged"):
         assert slow[1].count == 3  # each of the three lines is a bad row

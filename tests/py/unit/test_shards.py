@@ -1,6 +1,7 @@
 """Checkpoint shards checked in parallel (checks/checkpoint/shards.py): the same verdict for every file as
 the one-file check, big files split across workers, a progress line on a terminal only."""
 import io
+import os
 import re
 
 import pytest
@@ -121,3 +122,18 @@ def test_without_worker_processes_the_files_are_checked_alone(files, monkeypatch
     monkeypatch.setattr(shards, "ProcessPoolExecutor", no_pool)
     serial = {p: shards.problem(p)[0] for p in files.values()}
     assert shards.check_files(list(files.values()), jobs=2) == serial
+
+
+def test_alone_each_file_gets_the_one_file_verdict_and_a_whole_file_its_size(files):
+    paths = [str(p) for p in files.values()]
+    sizes = {}
+    found = shards.check_files(paths, jobs=1, sizes=sizes)
+    assert found == {p: shards.problem(p)[0] for p in paths}
+    assert sizes == {p: os.path.getsize(p) for p in paths if found[p] is None}
+    assert sizes and len(sizes) < len(paths)
+
+
+def test_in_parallel_a_whole_file_gets_its_size_too(files):
+    sizes = {}
+    found = shards.check_files(list(files.values()), jobs=2, sizes=sizes)
+    assert sizes == {p: p.stat().st_size for p in files.values() if found[p] is None}

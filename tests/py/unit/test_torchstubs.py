@@ -103,3 +103,24 @@ def test_a_7b_model_shard_of_339_dtensors_reads_fast():
     data = torchlike.data_pkl(torchlike.numels_for(1 << 20))
     fast = torchstubs.storage_refs_fast(data)
     assert fast is not None and len(fast) == 339 and fast == torchpickle.storage_refs(data)
+
+
+def test_a_pickle_read_before_is_not_unpickled_again_and_each_file_is_still_matched(tmp_path, monkeypatch):
+    monkeypatch.setattr(torchzip, "_REFS", {})
+    calls = []
+    monkeypatch.setattr(torchzip, "storage_refs_fast", lambda *a: calls.append(a) or torchstubs.storage_refs_fast(*a))
+    for rank in range(3):  # the same tensors on every rank: one data.pkl, three archives
+        torchlike.write_shard(tmp_path / f"model_world_size_3_rank_{rank}.pt", [64, 32])
+        assert torchzip.check(tmp_path / f"model_world_size_3_rank_{rank}.pt")["storages"] == 2
+    assert len(calls) == 1
+    path = tmp_path / "model_world_size_3_rank_0.pt"
+    data = path.read_bytes()  # the same data.pkl, storage 1 two bytes short (CRC recomputed)
+    with zipfile.ZipFile(path) as archive:
+        entries = [(i.filename, archive.read(i)) for i in archive.infolist()]
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, body in entries:
+            archive.writestr(name, body[:-2] if name.endswith("data/1") else body)
+    assert path.read_bytes() != data
+    with pytest.raises(torchzip.NotTorchSave, match="storage data/1: 32 x BFloat16Storage needs 64 bytes, the entry holds 62"):
+        torchzip.check(path)
+    assert len(calls) == 1

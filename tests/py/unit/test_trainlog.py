@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import synthrun
-from twgrpo.formats import trainlog
+from twgrpo.formats import causes, trainlines, trainlog
 
 REAL_LOG = next((Path(__file__).resolve().parents[2] / "fixtures" / "real-smoke-run").glob("smoke-*")) / "training.log"
 # the one rank's worker, as Ray's line prefix names it
@@ -100,3 +100,14 @@ def test_fatal_samples_are_bounded_but_all_are_counted(tmp_path):
     path.write_text("NCCL WARN x\n" * 1000)
     scan = trainlog.scan_log(str(path))
     assert scan.fatal_count == 1000 and len(scan.fatal) == trainlog.FATAL_SAMPLES
+
+
+def test_a_line_is_judged_for_fatal_markers_and_causes_only_past_the_words_both_look_for():
+    """_parse_line asks _fatal_marker and classify only when a line holds one of ALARM_WORDS:
+    every word either of them looks for is among them, so no marker or cause is missed."""
+    assert set(trainlines.FATAL_WORDS) | set(causes.CAUSE_WORDS) == set(trainlines.ALARM_WORDS)
+    for line in ("(WorkerDict pid=1) Out of memory: Kill process 7", "[Errno 28] No space left on device",
+                 "EADDRINUSE on port 29500", "NCCL WARN peer lost", "Killed"):
+        scan = trainlines.LogScan()
+        trainlines._parse_line(scan, 1, line)
+        assert scan.fatal_count + sum(scan.cause_counts.values()) > 0, line

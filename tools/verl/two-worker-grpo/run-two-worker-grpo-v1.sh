@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=e5a8c5c6106817152db895bb2f8b62ec2ef5f183b47bb14d0b78aa2c71682d9c
+readonly BUNDLE_SUMS_SHA256=e19cb2932df0cd7e876e6d6869b40988d8189d985dbee04f35bda6b6e01c8206
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

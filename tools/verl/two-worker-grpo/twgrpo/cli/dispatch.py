@@ -6,25 +6,28 @@ Exit codes: 0 every check passed, 1 a check failed, 2 usage error or missing inp
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
-from . import launcher, phases
 from .parser import parser
 from ..run import findingsout
 from ..run.findings import EXIT_FAILED, EXIT_USAGE, UsageError, say_usage, usage
 from ..run.records import RecordError
 
-HANDLERS: Dict[str, Callable[[argparse.Namespace], int]] = {
-    "inputs": phases.inputs, "preflight": phases.preflight, "postflight": phases.postflight,
-    "report": phases.report, "runs": phases.runs, "compare": phases.compare,
-    "check-profile": phases.check_profile, "watch-training": phases.watch_training,
-    "failed-checks": phases.failed_checks, "catalog": phases.catalog,
-    "paths": launcher.paths, "env": launcher.env, "command": launcher.training_command,
-    "runtime-env": launcher.runtime_env, "record-run": launcher.record_run,
-    "resume": launcher.resume, "request": launcher.check_request,
-    "heartbeat": launcher.heartbeat, "attempt": launcher.attempt}
+# name -> (module of cli/, function): a module is imported only when its subcommand runs
+HANDLERS: Dict[str, Tuple[str, str]] = {
+    "inputs": ("phases", "inputs"), "preflight": ("phases", "preflight"),
+    "postflight": ("phases", "postflight"), "report": ("phases", "report"),
+    "runs": ("phases", "runs"), "compare": ("phases", "compare"),
+    "check-profile": ("phases", "check_profile"), "watch-training": ("phases", "watch_training"),
+    "failed-checks": ("phases", "failed_checks"), "catalog": ("phases", "catalog"),
+    "paths": ("launcher", "paths"), "env": ("launcher", "env"),
+    "command": ("launcher", "training_command"), "runtime-env": ("launcher", "runtime_env"),
+    "record-run": ("launcher", "record_run"), "resume": ("launcher", "resume"),
+    "request": ("launcher", "check_request"), "heartbeat": ("launcher", "heartbeat"),
+    "attempt": ("launcher", "attempt")}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -39,7 +42,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 def judge(args: argparse.Namespace) -> int:
     """The phase's exit code; a refusal is printed here as its one line and HINT."""
     try:
-        return HANDLERS[args.phase](args)
+        module, function = HANDLERS[args.phase]
+        return getattr(importlib.import_module(f".{module}", __package__), function)(args)
     except UsageError as exc:
         say_usage("verify-two-worker-grpo-v1", exc)
         return EXIT_USAGE

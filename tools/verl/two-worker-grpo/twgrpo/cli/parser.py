@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..report import compare_metrics
 from ..run import findingsout
-from ..report.compare import COMPARE_FOLDER
+from ..report.compare_defaults import COMPARE_FOLDER, DEFAULT_TOLERANCE
 
 
 def parser() -> argparse.ArgumentParser:
@@ -162,7 +161,7 @@ def _compare(sub) -> None:
     p.add_argument("--against", action="append", help="a reference RUN_ID (repeat, or several "
                    "separated by spaces)")
     p.add_argument("--tolerance", help=f"relative tolerance of a metric's end value (default "
-                   f"{compare_metrics.DEFAULT_TOLERANCE}; 5%% also works)")
+                   f"{DEFAULT_TOLERANCE}; 5%% also works)")
     p.add_argument("--html", help=f"where to write the page (default: runs/verl/{COMPARE_FOLDER}/"
                    "<run>-vs-<reference>.html under the storage root)")
     p.add_argument("--format", choices=("text", "json"), default="text",

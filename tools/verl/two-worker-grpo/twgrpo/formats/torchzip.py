@@ -16,7 +16,7 @@ import io
 import operator
 from array import array
 from pathlib import Path
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .lines import open_regular
 from .torchpickle import MAX_ENTRIES, NotTorchSave, PickleReader, storage_refs
@@ -41,28 +41,56 @@ def check(path: Union[str, Path], crc: bool = True) -> Dict[str, Any]:
     entry as (name, data offset, size, CRC) for check_spans, which may run in other processes."""
     with open_regular(path) as stream:
         size = stream.seek(0, 2)
-        source: Union[bytes, File] = File(stream, size)
         if size <= IN_MEMORY:  # one read, then no system call per entry (a shard has hundreds)
             stream.seek(0)
-            source = stream.read(size)
-            size = len(source)
-        count, cd_offset, cd_size = end_records(source, size)
-        if count > MAX_ENTRIES:
-            raise NotTorchSave(f"{count} zip entries: more than {MAX_ENTRIES}")
-        found = walk(source, count, cd_offset, cd_size, None if crc else [])
-        refs = None
-        if found.pickle_size <= FAST_MAX:  # the C unpickler on inert stubs (torchstubs.py)
-            refs = storage_refs_fast(source[found.pickle_at:found.pickle_at + found.pickle_size],
-                                     len(found.sizes))
-        if refs is None:  # the opcode walk: any size, and the words of every finding
-            held = io.BytesIO(source) if isinstance(source, bytes) else stream
-            refs = storage_refs(PickleReader(held, found.pickle_at, found.pickle_size), len(found.sizes))
+            return check_bytes(stream.read(size), crc)
+        return _check(File(stream, size), size, crc, stream)
+
+
+def check_bytes(data: bytes, crc: bool = True) -> Dict[str, Any]:
+    """check() of a whole file's bytes, already read (shards.py reads small files itself)."""
+    return _check(data, len(data), crc, None)
+
+
+def _check(source: Union[bytes, File], size: int, crc: bool, stream: Any) -> Dict[str, Any]:
+    count, cd_offset, cd_size = end_records(source, size)
+    if count > MAX_ENTRIES:
+        raise NotTorchSave(f"{count} zip entries: more than {MAX_ENTRIES}")
+    found = walk(source, count, cd_offset, cd_size, None if crc else [])
+    refs = None
+    if found.pickle_size <= FAST_MAX:  # the C unpickler on inert stubs (torchstubs.py)
+        refs = _fast_refs(source[found.pickle_at:found.pickle_at + found.pickle_size], len(found.sizes))
+    if refs is None:  # the opcode walk: any size, and the words of every finding
+        held = io.BytesIO(source) if isinstance(source, bytes) else stream
+        refs = storage_refs(PickleReader(held, found.pickle_at, found.pickle_size), len(found.sizes))
     if not _all_match(refs, found.sizes):  # the common case in whole-list passes
         _match(refs, found.sizes)  # one by one, with the words of the first finding
     summary = {"top": found.top, "entries": count, "storages": len(found.sizes)}
     if found.spans is not None:
         summary["spans"] = found.spans
     return summary
+
+
+# data.pkl's bytes -> its storages, for pickles read before: a checkpoint's shards of one kind
+# often hold the very same pickle (the same names, shapes and types on every rank), and the
+# storages are a function of the pickle's bytes alone, so each distinct pickle is unpickled once.
+# Only what the fast path vouched for is kept (None leaves the file to the walk every time).
+_REFS: Dict[Tuple[bytes, int], Dict[int, Tuple[str, Any]]] = {}
+REFS_KEPT = 64  # pickles remembered, the oldest forgotten first ...
+REFS_MAX_PICKLE = 64 << 10  # ... each at most this long: a few MiB at most
+
+
+def _fast_refs(data: bytes, limit: int) -> Optional[Dict[int, Tuple[str, Any]]]:
+    """storage_refs_fast(data, limit), remembered for small pickles (callers only read it)."""
+    key = (bytes(data), limit)
+    refs = _REFS.get(key)
+    if refs is None:
+        refs = storage_refs_fast(key[0], limit)
+        if refs is not None and len(data) <= REFS_MAX_PICKLE:
+            if len(_REFS) >= REFS_KEPT:
+                del _REFS[next(iter(_REFS))]
+            _REFS[key] = refs
+    return refs
 
 
 def _all_match(refs: Dict[int, Tuple[str, Any]], sizes: array) -> bool:

@@ -10,7 +10,7 @@ import dataclasses
 import re
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from .causes import classify
+from .causes import CAUSE_WORDS, classify
 
 FATAL_SAMPLES = 20
 CAUSE_SAMPLES = 5  # per cause
@@ -43,6 +43,11 @@ GLOO = (re.compile(r"\[Gloo\] Rank (?P<rank>\d{1,9}) is connected to (?P<peers>\
                    r"Expected number of connected peer ranks is : (?P<expected>\d{1,9})"),
         re.compile(r"INFO Rank (?P<rank>\d{1,9}) is connected to (?P<peers>\d{1,9})\. "
                    r"Expected number of connected peers is: (?P<expected>\d{1,9})"))
+# The transport lines' patterns in the order they are tried, each with the text every match of
+# it holds: a line without that text is not searched (a failed search costs microseconds).
+NCCL_TRANSPORT = ((NCCL_IB, "NCCL INFO NCCL_IB_DISABLE set by environment to "),
+                  (NCCL_SOCKET_IFS, "NCCL INFO NET/Socket : Using "),
+                  (NCCL_NETWORK, "NCCL INFO Using network "), (NCCL_IB_USING, "NCCL INFO NET/IB : Using "))
 VALIDATED = "[validate_config] All configuration checks passed successfully!"
 TOTAL_STEPS = re.compile(r"Total training steps: (?P<steps>\d{1,18})(?!\d)")
 GLOBAL_STEP = re.compile(r"global_step_(?P<step>\d{1,18})(?!\d)")
@@ -67,6 +72,8 @@ FATAL = [  # the tutorial's list of markers that a healthy run never prints
 ]
 FATAL_WORDS = ("Traceback", "Error", "out of memory", "NCCL WARN", "NCCL ERROR", "ncclInvalid",
                "ProcessGroupNCCL", "Segmentation fault", "Killed")  # each marker holds one
+# _fatal_marker and classify each answer None for a line without one of their words.
+ALARM_WORDS = tuple(dict.fromkeys(FATAL_WORDS + CAUSE_WORDS))
 # Every line any parser above can match holds one of these keywords. Each keyword is found
 # through its anchor byte, one rare in NCCL INFO noise; keywords share anchors so that a
 # block is searched once per anchor. "commId" has no rare byte and gets a substring search.
@@ -161,9 +168,11 @@ class LogScan:
 
     def add_transport(self, key: Tuple[str, int], ib: Optional[str] = None, ips: Iterable[str] = (),
                       network: Optional[str] = None, ib_devices: Iterable[str] = ()) -> None:
-        if key not in self.transport and not self.room():
-            return
-        t = self.transport.setdefault(key, Transport())
+        t = self.transport.get(key)
+        if t is None:  # a rank's first transport line (setdefault would build one every line)
+            if not self.room():
+                return
+            t = self.transport[key] = Transport()
         if ib is not None and self.room():
             t.ib_disable.append(ib)
         for ip in ips:
@@ -247,22 +256,25 @@ def _parse_line(scan: LogScan, number: int, raw: str) -> None:
     prefix = RAY_PREFIX.match(text) if text.startswith("(") else None
     prefix_pid = int(prefix.group("pid")) if prefix else None
     body = text[prefix.end():] if prefix else text
-    name = _fatal_marker(body)
-    if name:
-        scan.add_fatal(number, name, text)
-    cause = classify(body)
-    if cause:
-        scan.add_cause(number, cause[0], cause[1], text)
+    if any(map(body.__contains__, ALARM_WORDS)):  # a healthy line holds none: one pass, in C
+        name = _fatal_marker(body)
+        if name:
+            scan.add_fatal(number, name, text)
+        cause = classify(body)
+        if cause:
+            scan.add_cause(number, cause[0], cause[1], text)
     if "commId" in body:
         m = NCCL_INIT.search(body)
         if m:
-            event = InitEvent(m["host"], int(m["pid"]), int(m["cuda"]), int(m["nvml"]),
-                              m["bus"].lower(), int(m["nranks"]), prefix_pid, number)
-            scan.add_init((m["commid"].lower(), int(m["rank"])), m["phase"], event)
+            host, pid, cuda, nvml, bus, nranks, commid, rank, phase = m.group(
+                "host", "pid", "cuda", "nvml", "bus", "nranks", "commid", "rank", "phase")
+            event = InitEvent(host, int(pid), int(cuda), int(nvml), bus.lower(), int(nranks),
+                              prefix_pid, number)
+            scan.add_init((commid.lower(), int(rank)), phase, event)
             return
     if "NCCL INFO" in body:
-        for pattern in (NCCL_IB, NCCL_SOCKET_IFS, NCCL_NETWORK, NCCL_IB_USING):
-            m = pattern.search(body)
+        for pattern, needed in NCCL_TRANSPORT:
+            m = pattern.search(body) if needed in body else None
             if m:
                 key = (m["host"], int(m["pid"]))
                 if pattern is NCCL_IB:
@@ -270,7 +282,7 @@ def _parse_line(scan: LogScan, number: int, raw: str) -> None:
                 elif pattern is NCCL_SOCKET_IFS:
                     scan.add_transport(key, ips=[i["ip"] for i in SOCKET_IF.finditer(body, m.end())])
                 elif pattern is NCCL_IB_USING:
-                    scan.add_transport(key, ib_devices=[f"{d['dev']}:{d['port']}/{d['link']}"
+                    scan.add_transport(key, ib_devices=["%s:%s/%s" % d.group("dev", "port", "link")
                                                         for d in IB_DEV.finditer(body, m.end())])
                 else:
                     scan.add_transport(key, network=m["net"])

@@ -23,9 +23,9 @@ from ..run.records import RecordError, write_text
 from ..run import runid, runrecord
 from ..run.runfolder import RunFolder, runs_dir
 from . import compare_facts, compare_metrics, compare_rollouts, runview
+from .compare_defaults import COMPARE_FOLDER
 
 
-COMPARE_FOLDER = "two-worker-grpo-compare"  # beside runs/verl/two-worker-grpo/, never in it
 MAX_AGAINST = 8
 
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .compare_defaults import DEFAULT_TOLERANCE
 from .runview import RunView
 
-DEFAULT_TOLERANCE = 0.05
 ABS_TOL = 1e-9
 WINDOW = 0.10
 MAX_WINDOW = 100

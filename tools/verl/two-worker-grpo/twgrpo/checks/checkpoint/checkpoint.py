@@ -1,10 +1,11 @@
 """Checkpoint shards without torch: each must be a whole archive laid out as torch.save writes."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import shards
+from . import ahead, shards
 from ...run.findings import Finding, finding, mismatch
 from ...run.records import read_json
 from ...run.runfolder import RunFolder
@@ -18,26 +19,49 @@ def shard_problem(path: Path) -> Optional[Tuple[str, str]]:
     return shards.problem(path)[0]
 
 
+def _names(world: int) -> List[Tuple[str, int, str]]:
+    return [(kind, rank, f"{kind}_world_size_{world}_rank_{rank}.pt")
+            for kind in SHARD_KINDS for rank in range(world)]
+
+
+def shard_paths(run_dir: Path, step: int, world: int) -> List[str]:
+    """Every file step_findings reads through check_files: each rank's shards, then data.pt.
+    Plain strings: 16,384 ranks have 49,152 shards, and a Path each (made, hashed, made
+    relative) costs tenths of a second."""
+    step_dir = RunFolder(run_dir).checkpoints / f"global_step_{step}"
+    folder = str(step_dir / "actor")
+    return [f"{folder}/{name}" for _, _, name in _names(world)] + [str(step_dir / "data.pt")]
+
+
+def start_ahead(run_dir: Path, step: int, world: int) -> Optional[ahead.Ahead]:
+    """The shard check of checkpoints/global_step_<step>/ begun now in worker processes
+    (ahead.py), or None when the folder is not there (the check then says what is missing)."""
+    if not (RunFolder(run_dir).checkpoints / f"global_step_{step}" / "actor").is_dir():
+        return None
+    return ahead.Ahead(shard_paths(run_dir, step, world), ahead.workers(3 * world + 1))
+
+
 def step_findings(run_dir: Path, step: int, world: int,
-                  check_files: Callable[..., Dict[Path, Any]] = shards.check_files
+                  check_files: Callable[..., Dict[Any, Any]] = shards.check_files
                   ) -> Tuple[List[Finding], Dict[str, Any]]:
     """Postflight's checks of one checkpoint folder, checkpoints/global_step_<step>/, and its
-    evidence; resume (twgrpo/resume.py) picks the checkpoint it continues from with them too."""
+    evidence; resume (twgrpo/resume.py) picks the checkpoint it continues from with them too.
+    check_files(paths, sizes=...) is shards.check_files or a stand-in with its signature."""
     step_dir = RunFolder(run_dir).checkpoints / f"global_step_{step}"
     actor = step_dir / "actor"
-    found, files = [], {}
-    paths = [(kind, rank, actor / f"{kind}_world_size_{world}_rank_{rank}.pt")
-             for kind in SHARD_KINDS for rank in range(world)]
-    problems = check_files([p for _, _, p in paths] + [step_dir / "data.pt"])
-    for kind, rank, path in paths:
+    found, files, sizes = [], {}, {}
+    folder, shown = str(actor), str(actor.relative_to(run_dir))
+    names = _names(world)
+    problems = check_files(shard_paths(run_dir, step, world), sizes=sizes)
+    for kind, rank, name in names:
+        path = f"{folder}/{name}"
         problem = problems[path]
         if problem and problem[0] == "missing":
-            found.append(finding("POST-E021", str(path), f"no {kind} shard for rank {rank}"))
+            found.append(finding("POST-E021", path, f"no {kind} shard for rank {rank}"))
         elif problem:
-            found.append(finding("POST-E032" if problem[0] == "layout" else "POST-E022",
-                                 str(path), problem[1]))
+            found.append(finding("POST-E032" if problem[0] == "layout" else "POST-E022", path, problem[1]))
         else:
-            files[str(path.relative_to(run_dir))] = path.stat().st_size
+            files[f"{shown}/{name}"] = sizes[path] if path in sizes else os.stat(path).st_size
     config_path = actor / "fsdp_config.json"
     try:
         config = read_json(config_path)
@@ -46,7 +70,7 @@ def step_findings(run_dir: Path, step: int, world: int,
     want = {"FSDP_version": 2, "world_size": world}
     if config != want:
         found.append(mismatch("POST-E023", str(config_path), "fsdp_config.json", want, config))
-    problem = problems[step_dir / "data.pt"]
+    problem = problems[str(step_dir / "data.pt")]
     if problem:
         found.append(finding("POST-E024", str(step_dir / "data.pt"), f"dataloader state: {problem[1]}"))
     hf_config = actor / "huggingface" / "config.json"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import socket
-from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..rounds import cluster, rayimport
@@ -23,13 +22,13 @@ TIMEOUT = 6 * 3600.0  # seconds to wait for every node's slice: a slow volume is
 
 def check_slice(paths: Sequence[str]) -> Tuple[str, List[Optional[Tuple[str, str]]]]:
     """Runs on one node: (its hostname, each file's problem in order)."""
-    found = shards.check_files([Path(p) for p in paths], progress=io.StringIO())
-    return socket.gethostname(), [found[Path(p)] for p in paths]
+    found = shards.check_files(list(paths), progress=io.StringIO())
+    return socket.gethostname(), [found[p] for p in paths]
 
 
-def slices(sizes: Dict[Path, int], count: int) -> List[List[Path]]:
+def slices(sizes: Dict[Any, int], count: int) -> List[List[Any]]:
     """count slices of about equal bytes: the largest file first to the lightest slice."""
-    parts: List[List[Path]] = [[] for _ in range(count)]
+    parts: List[List[Any]] = [[] for _ in range(count)]
     load = [0] * count
     for path in sorted(sizes, key=lambda p: -sizes[p]):
         lightest = load.index(min(load))
@@ -38,21 +37,21 @@ def slices(sizes: Dict[Path, int], count: int) -> List[List[Path]]:
     return [part for part in parts if part]
 
 
-def check_files(paths: Sequence[Path], log: Callable[[str], None] = print,
-                timeout: float = TIMEOUT) -> Dict[Path, Optional[Tuple[str, str]]]:
+def check_files(paths: Sequence[Any], log: Callable[[str], None] = print, timeout: float = TIMEOUT,
+                sizes: Optional[Dict[Any, int]] = None) -> Dict[Any, Optional[Tuple[str, str]]]:
     """Each path's problem, like shards.check_files, read on the cluster's nodes where it can
-    be; a problem found on a node says which."""
+    be; a problem found on a node says which. ``sizes`` gets each whole file's size."""
     nodes, ray = _cluster(log)
     if not nodes:
-        return shards.check_files(paths)
-    sizes = {p: _size(p) for p in paths}
-    parts = slices(sizes, len(nodes))
+        return shards.check_files(paths, sizes=sizes)
+    stated = {p: shards.file_size(p) for p in paths}
+    parts = slices(stated, len(nodes))
     jobs = [cluster.Job(index, node_id, ([str(p) for p in part],))
             for index, (node_id, part) in enumerate(zip(nodes, parts))]
     log(f"postflight: checkpoint shards spread over {len(jobs)} Ray node(s)")
     answers = cluster.on_nodes(ray, cluster.remote_task(ray, check_slice), jobs, timeout)
-    results: Dict[Path, Optional[Tuple[str, str]]] = {}
-    left: List[Path] = []
+    results: Dict[Any, Optional[Tuple[str, str]]] = {}
+    left: List[Any] = []
     for index in answers.late:
         left += parts[index]
     for index, exc in answers.errors.items():  # the node or its worker died: check its slice here
@@ -62,8 +61,10 @@ def check_files(paths: Sequence[Path], log: Callable[[str], None] = print,
         for path, problem in zip(parts[index], found):
             results[path] = None if problem is None else (problem[0], f"{problem[1]} (checked on "
                                                                      f"node {host})")
+    if sizes is not None:  # a node's whole files: their size as this box sees them
+        sizes.update((path, stated[path]) for path, problem in results.items() if problem is None)
     if left:
-        results.update(shards.check_files(left))
+        results.update(shards.check_files(left, sizes=sizes))
     return {path: results.get(path) for path in paths}
 
 
@@ -80,10 +81,3 @@ def _cluster(log: Callable[[str], None]) -> Tuple[List[str], Any]:
             "checking them here")
         return [], None
     return nodes, ray
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0

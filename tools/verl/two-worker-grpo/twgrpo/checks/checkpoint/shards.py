@@ -10,6 +10,7 @@ CRCs in slices of about SLICE bytes, each slice a task of its own.
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -17,14 +18,14 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, TextIO, Tuple
+from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from ...formats import torchzip
 
 Problem = Optional[Tuple[str, str]]  # None, or (missing | damaged | layout, what is wrong)
 SLICE = 256 << 20  # bytes of CRC work in one task of a split file
 BATCH = 64 << 20  # small files are checked in batches of about this many bytes ...
-BATCH_FILES = 64  # ... or this many files, whichever comes first
+BATCH_FILES = 512  # ... or this many files, whichever comes first (a task costs ~0.3 ms)
 WORKER_MEMORY = 512 << 20  # what one worker may need: a chunk, data.pkl, the fast path's bound
 SERIAL_BELOW = 32 << 20  # less than this in all: no processes are started
 
@@ -33,42 +34,93 @@ def problem(path: Path, crc: bool = True) -> Tuple[Problem, Optional[list]]:
     """The verdict on one file, and its CRC spans when crc is False and its layout is good."""
     try:
         summary = torchzip.check(path, crc=crc)
-    except FileNotFoundError:
-        return ("missing", "missing"), None
-    except torchzip.Damaged as exc:
-        return ("damaged", str(exc)), None
-    except torchzip.NotTorchSave as exc:
-        return ("layout", f"not a torch.save archive: {exc}"), None
-    except OSError as exc:
-        return ("damaged", f"unreadable ({exc.strerror or exc})"), None
+    except (OSError, torchzip.Damaged, torchzip.NotTorchSave) as exc:
+        return _problem_of(exc), None
     return None, summary.get("spans")
 
 
-def _batch(paths: Sequence[str]) -> List[Problem]:
-    found = []
-    for index, path in enumerate(paths):
-        if index + 1 < len(paths):  # the disk reads the next file while this one is checked
-            _prefetch(paths[index + 1])
-        found.append(problem(Path(path))[0])
+def _problem_of(exc: Exception) -> Tuple[str, str]:
+    if isinstance(exc, FileNotFoundError):
+        return "missing", "missing"
+    if isinstance(exc, torchzip.Damaged):
+        return "damaged", str(exc)
+    if isinstance(exc, torchzip.NotTorchSave):
+        return "layout", f"not a torch.save archive: {exc}"
+    return "damaged", f"unreadable ({getattr(exc, 'strerror', None) or exc})"
+
+
+def _batch(paths: Sequence[str]) -> List[Tuple[Problem, int]]:
+    """Each file's problem and size (0 when it could not be opened), in order. The next file is
+    opened, and the kernel asked to start reading it, while this one is checked: a cold read
+    overlaps the check. A small file is read in one call, from the descriptor already open."""
+    found: List[Tuple[Problem, int]] = []
+    upcoming = _opened(paths[0]) if paths else (None, None)
+    try:
+        for index in range(len(paths)):
+            fd, size = upcoming
+            upcoming = (None, None)
+            if index + 1 < len(paths):
+                upcoming = _opened(paths[index + 1])
+                if upcoming[0] is not None:
+                    _prefetch(upcoming[0])
+            if fd is None:
+                found.append((_problem_of(size), 0))
+                continue
+            try:
+                found.append((_small(fd, size) if size <= torchzip.IN_MEMORY else
+                              problem(Path(paths[index]))[0], size))
+            finally:
+                os.close(fd)
+    finally:
+        if upcoming[0] is not None:
+            os.close(upcoming[0])
     return found
 
 
-def _prefetch(path: str) -> None:
-    """Ask the kernel to start reading a regular file into the page cache, and return at once
-    (posix_fadvise WILLNEED); only a hint: anything else, or any error, is left alone."""
+OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def _opened(path: str) -> Tuple[Optional[int], Any]:
+    """(descriptor, size) of a regular file, or (None, the OSError that refused it): opened
+    with O_NONBLOCK and checked with fstat, as bounded.open_regular does, so a FIFO or device
+    in its place is refused, never waited on."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return
-        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return
+        fd = os.open(path, OPEN_FLAGS)
+    except OSError as exc:
+        return None, exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+    except OSError as exc:
+        os.close(fd)
+        return None, exc
+    return fd, info.st_size
+
+
+def _small(fd: int, size: int) -> Problem:
+    """The verdict on a file of at most IN_MEMORY bytes, open as fd: read whole, then judged."""
+    try:
+        data = os.read(fd, size)
+        while len(data) < size:  # a read may return less; the file may also have shrunk
+            more = os.read(fd, size - len(data))
+            if not more:
+                break
+            data += more
+        torchzip.check_bytes(data)
+    except (OSError, torchzip.Damaged, torchzip.NotTorchSave) as exc:
+        return _problem_of(exc)
+    return None
+
+
+def _prefetch(fd: int) -> None:
+    """Ask the kernel to start reading an open regular file into the page cache, and return at
+    once (posix_fadvise WILLNEED); only a hint: any error is left alone."""
     try:
         if hasattr(os, "posix_fadvise"):
-            os.posix_fadvise(handle, 0, 0, os.POSIX_FADV_WILLNEED)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
     except OSError:
         pass
-    finally:
-        os.close(handle)
 
 
 def _layout(path: str) -> Tuple[Problem, Optional[list]]:
@@ -102,54 +154,89 @@ def _available_memory() -> int:
     return 2 * WORKER_MEMORY
 
 
-def _size(path: Path) -> int:
+def file_size(path: Any) -> int:
+    """The file's size by stat, 0 when it cannot be had (the check then says why)."""
     try:
-        return path.stat().st_size
+        return os.stat(path).st_size
     except OSError:
         return 0
 
 
-def check_files(paths: Sequence[Path], jobs: Optional[int] = None,
-                progress: Optional[TextIO] = None) -> Dict[Path, Problem]:
-    """Each path's problem (None when whole), checked in parallel where it pays."""
-    sizes = {p: _size(p) for p in paths}
-    total = sum(sizes.values())
-    meter = Progress(progress if progress is not None else sys.stderr, len(sizes), total)
-    count = jobs or workers(max(1, len(sizes)))
+def check_files(paths: Sequence[Any], jobs: Optional[int] = None, progress: Optional[TextIO] = None,
+                sizes: Optional[Dict[Any, int]] = None) -> Dict[Any, Problem]:
+    """Each path's problem (None when whole), checked in parallel where it pays; the paths
+    (str or Path) are the keys. ``sizes``, when given, gets each whole file's size."""
+    stated = {p: file_size(p) for p in paths}
+    total = sum(stated.values())
+    meter = Progress(progress if progress is not None else sys.stderr, len(stated), total)
+    count = jobs or workers(max(1, len(stated)))
+    found: Optional[Dict[Any, Tuple[Problem, int]]] = None
     if count > 1 and total >= SERIAL_BELOW:
         try:
-            return _parallel(sizes, count, meter)
+            found = _parallel(stated, count, meter)
         except (OSError, ImportError, NotImplementedError, BrokenProcessPool):
             # no worker processes here (no /dev/shm, a sandbox) or one was killed: check alone
-            meter = Progress(meter.stream, len(sizes), total)
-    results = {}
-    for path in sizes:
-        results[path] = problem(path)[0]
-        meter.advance(1, sizes[path])
-    meter.close()
-    return results
+            meter = Progress(meter.stream, len(stated), total)
+    if found is None:
+        found = {}
+        for part in _batches(list(stated), stated):
+            for path, verdict in zip(part, _batch([str(p) for p in part])):
+                found[path] = verdict
+                meter.advance(1, stated[path])
+        meter.close()
+    if sizes is not None:
+        sizes.update((path, size) for path, (problem, size) in found.items() if problem is None)
+    return {path: found[path][0] for path in stated}
 
 
-def _parallel(sizes: Dict[Path, int], count: int, meter: "Progress") -> Dict[Path, Problem]:
-    order = sorted(sizes, key=lambda p: -sizes[p])  # largest first: the long poles start early
-    split_at = max(SLICE, sum(sizes.values()) // (count * 4))
-    results: Dict[Path, Problem] = {}
-    pending: Dict[Future, Tuple[str, list]] = {}
-    slices_left: Dict[Path, int] = {}
-    with ProcessPoolExecutor(max_workers=count) as pool:
-        batch: List[Path] = []
-        batch_bytes = 0  # kept as it grows: summing the batch for every path is quadratic
-        for path in order + [None]:
-            if path is not None and sizes[path] > split_at:
-                pending[pool.submit(_layout, str(path))] = ("layout", [path])
-                continue
-            if batch and (path is None or len(batch) >= BATCH_FILES or
-                          batch_bytes + sizes[path] > BATCH):
-                pending[pool.submit(_batch, [str(p) for p in batch])] = ("batch", batch)
-                batch, batch_bytes = [], 0
-            if path is not None:
-                batch.append(path)
-                batch_bytes += sizes[path]
+def _batches(order: List[Any], sizes: Dict[Any, int]) -> List[List[Any]]:
+    """The paths in order, in batches of at most BATCH_FILES files or about BATCH bytes: a
+    batch is one task, so its cost of a few hundred microseconds is paid once for many files."""
+    batches: List[List[Any]] = []
+    batch: List[Any] = []
+    batch_bytes = 0  # kept as it grows: summing the batch for every path is quadratic
+    for path in order:
+        if batch and (len(batch) >= BATCH_FILES or batch_bytes + sizes[path] > BATCH):
+            batches.append(batch)
+            batch, batch_bytes = [], 0
+        batch.append(path)
+        batch_bytes += sizes[path]
+    return batches + [batch] if batch else batches
+
+
+def _parallel(sizes: Dict[Any, int], count: int, meter: "Progress") -> Dict[Any, Tuple[Problem, int]]:
+    return Parallel(sizes, count, meter).collect()
+
+
+class Parallel:
+    """The files checked by ``count`` worker processes: made and every task handed over at once
+    (the workers fork here), the verdicts collected by collect(), which may run in another
+    thread (checks/checkpoint/ahead.py)."""
+
+    def __init__(self, sizes: Dict[Any, int], count: int, meter: "Progress") -> None:
+        self.sizes, self.meter = sizes, meter
+        order = sorted(sizes, key=lambda p: -sizes[p])  # largest first: the long poles start early
+        split_at = max(SLICE, sum(sizes.values()) // (count * 4))
+        split = [path for path in order if sizes[path] > split_at]
+        self.pending: Dict[Future, Tuple[str, list]] = {}
+        self.pool = ProcessPoolExecutor(max_workers=count)
+        try:
+            for path in split:
+                self.pending[self.pool.submit(_layout, str(path))] = ("layout", [path])
+            for batch in _batches(order[len(split):], sizes):
+                self.pending[self.pool.submit(_batch, [str(p) for p in batch])] = ("batch", batch)
+        except BaseException:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+    def collect(self) -> Dict[Any, Tuple[Problem, int]]:
+        with self.pool:
+            return self._collect()
+
+    def _collect(self) -> Dict[Any, Tuple[Problem, int]]:
+        sizes, meter, pending, pool = self.sizes, self.meter, self.pending, self.pool
+        results: Dict[Any, Tuple[Problem, int]] = {}
+        slices_left: Dict[Any, int] = {}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
@@ -161,11 +248,10 @@ def _parallel(sizes: Dict[Path, int], count: int, meter: "Progress") -> Dict[Pat
                 elif kind == "layout":
                     path = paths[0]
                     found, spans = future.result()
+                    results[path] = (found, sizes[path])
                     if found is not None or not spans:
-                        results[path] = found
                         meter.advance(1, sizes[path])
                         continue
-                    results[path] = None
                     slices = _slices(spans)
                     slices_left[path] = len(slices)
                     for part in slices:
@@ -173,12 +259,12 @@ def _parallel(sizes: Dict[Path, int], count: int, meter: "Progress") -> Dict[Pat
                 else:
                     path, part = paths
                     found = future.result()
-                    if found is not None and results.get(path) is None:
-                        results[path] = found
+                    if found is not None and results[path][0] is None:
+                        results[path] = (found, sizes[path])
                     slices_left[path] -= 1
                     meter.advance(0 if slices_left[path] else 1, sum(s[2] for s in part))
-    meter.close()
-    return {path: results.get(path) for path in sizes}
+        meter.close()
+        return {path: results.get(path, (None, 0)) for path in sizes}
 
 
 def _slices(spans: list) -> List[list]:

@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import audit, health, launcher_records, placement, stopped, validation
+from . import audit, health, launcher_records, placement, rollouts, stopped, validation
 from ..checkpoint import checkpoint, fanout, shards
 from ..resume import resumed
 from ..watch import stall
@@ -43,6 +43,8 @@ class PostflightContext:
     lineage: Any = None  # a resumed run's record (resumed.py); None for a fresh run
     fan_out: bool = False  # in-job: shard checks spread over the Ray cluster (fanout.py)
     stop: Any = None     # a PREEMPTED run's stop (stopped.py): judged up to its checkpoint
+    ahead: Any = None    # the shard check, begun before the first check (checkpoint/ahead.py)
+    rollouts_ahead: Dict[int, Any] = dataclasses.field(default_factory=dict)  # rollouts.start_ahead
     _scan: Optional[trainlog.LogScan] = None
     _preflight: Optional[Dict[str, Any]] = None
     _scalars: Optional[Dict[Any, tfevents.Scalars]] = None
@@ -214,8 +216,9 @@ def check_tensorboard(ctx: PostflightContext) -> List[Finding]:
 def check_checkpoint(ctx: PostflightContext) -> List[Finding]:
     audit.require_checkpoints(ctx.run_dir)
     steps = ctx.steps
-    found, evidence = checkpoint.step_findings(
-        ctx.run_dir, steps, ctx.world_size, fanout.check_files if ctx.fan_out else shards.check_files)
+    check_files = (fanout.check_files if ctx.fan_out else
+                   ctx.ahead.check_files if ctx.ahead is not None else shards.check_files)
+    found, evidence = checkpoint.step_findings(ctx.run_dir, steps, ctx.world_size, check_files)
     tracker = RunFolder(ctx.run_dir).checkpoints / "latest_checkpointed_iteration.txt"
     try:
         latest = lines.read_small(tracker).strip()
@@ -265,6 +268,9 @@ def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = N
     ctx.lineage = resumed.lineage_in(run_dir)
     ctx.fan_out = fan_out
     ctx.stop = stopped.stop_point(run_dir)
+    if not ctx.fan_out:  # the shards are read in other processes while the other checks run
+        ctx.ahead = checkpoint.start_ahead(run_dir, ctx.steps, world)
+        ctx.rollouts_ahead = rollouts.start_ahead(ctx)
     header = (f"run {run_id}, profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
               f"{humane.plural(profile.TARGET_STEPS, 'step')}")

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import CancelledError
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ...formats import bounded, lines
 from ...run.findings import Finding, finding, mismatch
@@ -41,18 +43,39 @@ class _Notes(list):
             super().append(note)
 
 
-FAST_MAX = 1 << 20  # a rollout file this small is read at once and its bounds checked once
+FAST_MAX = 1 << 20  # a rollout file is read in pieces of this many bytes, cut after a newline
 _DECODE = json.JSONDecoder(parse_int=bounded.parse_int).decode
 
 
 def _fast_rows(path: Path, step: int) -> Optional[Tuple[int, List[float]]]:
-    """(rows, [min, max] score) of a small file whose every row is good, its bytes read and its
-    bounds (bounded.loads's cost and nesting) checked once for the whole file; None for anything
-    else, which the line-by-line reader then judges and names."""
+    """(rows, [min, max] score) of a file whose every row is good, read in pieces of up to
+    FAST_MAX bytes that end at a newline, each piece's bounds (bounded.loads's cost and nesting)
+    checked once for all its rows; None for anything else (a row longer than a piece too),
+    which the line-by-line reader then judges and names."""
+    rows, scores = 0, []
     with lines.open_regular(path) as stream:
-        data = stream.read(FAST_MAX + 1)
-    if len(data) > FAST_MAX or bounded.cost(data) > bounded.MEMORY or \
-            not 0 <= bounded.depth(data) <= bounded.MAX_DEPTH:
+        tail = b""
+        while True:
+            more = stream.read(FAST_MAX)
+            data, tail = tail + more, b""
+            if more:
+                cut = data.rfind(b"\n") + 1
+                if not cut:
+                    return None
+                data, tail = data[:cut], data[cut:]
+            found = _fast_piece(data, step)
+            if found is None:
+                return None
+            rows += found[0]
+            scores += found[1]
+            if not more:
+                break
+    return rows, ([min(scores), max(scores)] if rows else [])
+
+
+def _fast_piece(data: bytes, step: int) -> Optional[Tuple[int, List[float]]]:
+    """(rows, [min, max] score, or [] without rows) of whole lines whose every row is good."""
+    if bounded.cost(data) > bounded.MEMORY or not 0 <= bounded.depth(data) <= bounded.MAX_DEPTH:
         return None
     low = high = None
     rows = 0
@@ -110,6 +133,34 @@ def _rollout_file(path: Path, step: int) -> Tuple[int, "_Notes", List[Finding], 
 
 
 LISTED_STEPS = 32  # steps listed one by one at each end of a long run; the rest are summed
+AHEAD_STEPS = 64  # a run of at most this many steps has its rollout files read ahead
+
+
+def start_ahead(ctx) -> Dict[int, Any]:
+    """Each step's rollout file handed to the workers of the shard check started ahead
+    (checkpoint/ahead.py), to be read there while this process reads the log: step -> future,
+    or {} (read here, when asked) for a longer run or without those workers."""
+    if ctx.ahead is None or ctx.steps - ctx.first_step + 1 > AHEAD_STEPS:
+        return {}
+    futures = {}
+    for step in range(ctx.first_step, ctx.steps + 1):
+        future = ctx.ahead.submit(_rollout_file, RunFolder(ctx.run_dir).rollouts / f"{step}.jsonl", step)
+        if future is None:
+            return {}
+        futures[step] = future
+    return futures
+
+
+def _read(ctx, path: Path, step: int) -> Tuple[int, "_Notes", List[Finding], List[float]]:
+    """_rollout_file(path, step): its answer from a worker (start_ahead), or the call made here
+    when there is none or the worker was lost (an OSError from the worker is the file's own)."""
+    read = ctx.rollouts_ahead.get(step)
+    if read is not None:
+        try:
+            return read.result()
+        except (BrokenProcessPool, CancelledError):
+            pass
+    return _rollout_file(path, step)
 
 
 def check_rollouts(ctx) -> List[Finding]:
@@ -124,7 +175,7 @@ def check_rollouts(ctx) -> List[Finding]:
     for step in range(ctx.first_step, ctx.steps + 1):
         path = RunFolder(ctx.run_dir).rollouts / f"{step}.jsonl"
         try:
-            rows, bad, long_rows, low_high = _rollout_file(path, step)
+            rows, bad, long_rows, low_high = _read(ctx, path, step)
         except OSError as exc:
             found.append(finding("POST-E018", str(path), f"cannot read: {exc.strerror}"))
             continue

@@ -1,0 +1,97 @@
+"""The shard check started ahead (checks/checkpoint/ahead.py): worker processes read the shards
+(and a short run's rollouts) while postflight runs its other checks, and the checks get the
+verdicts, sizes and findings they would have read themselves; anything else (other paths, no
+workers, a worker lost) is checked then."""
+import io
+import types
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+
+import pytest
+import synthrun
+import torchlike
+from twgrpo.checks.checkpoint import ahead, checkpoint, shards
+from twgrpo.checks.postflight import rollouts
+from twgrpo.run.profile import load_profile
+
+
+@pytest.fixture
+def paths(tmp_path, monkeypatch):
+    monkeypatch.setattr(shards, "SERIAL_BELOW", 0)
+    monkeypatch.setattr(shards, "BATCH_FILES", 2)
+    made = []
+    for name in ("a", "b", "crc", "layout", "c"):
+        path = tmp_path / f"{name}.pt"
+        torchlike.write_shard(path, torchlike.numels_for(64 << 10, 8))
+        made.append(str(path))
+    data = bytearray(open(made[2], "rb").read())
+    data[len(data) // 2] ^= 0x01
+    open(made[2], "wb").write(bytes(data))
+    synthrun.torch_zip(tmp_path / "layout.pt", payload=b"\x80\x02(X\x01\x00\x00\x00aQ.")
+    return made + [str(tmp_path / "missing.pt")]
+
+
+def alone(paths):
+    sizes = {}
+    return shards.check_files(paths, jobs=1, sizes=sizes), sizes
+
+
+def test_the_workers_verdicts_and_sizes_are_the_checks_own(paths):
+    started = ahead.Ahead(paths, 2)
+    assert started.thread is not None  # begun in worker processes, not when asked
+    sizes = {}
+    assert (started.check_files(paths, sizes=sizes, progress=io.StringIO()), sizes) == alone(paths)
+    assert {v[0] for v in alone(paths)[0].values() if v} == {"damaged", "layout", "missing"}
+
+
+def test_other_paths_a_lost_worker_or_no_cores_are_checked_when_asked(paths, monkeypatch):
+    started = ahead.Ahead(paths, 2)
+    assert started.check_files(paths[:3], sizes={}) == alone(paths[:3])[0]
+    def killed(self):
+        raise BrokenProcessPool("a worker was killed")
+
+    monkeypatch.setattr(shards.Parallel, "collect", killed)
+    lost = ahead.Ahead(paths, 2)
+    sizes = {}
+    assert (lost.check_files(paths, sizes=sizes), sizes) == alone(paths)
+    none = ahead.Ahead(paths, 0)
+    assert none.thread is None and none.check_files(paths) == alone(paths)[0]
+
+
+def test_postflight_starts_the_check_of_the_target_steps_shards(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    (run / "checkpoints" / "global_step_2" / "actor").mkdir(parents=True)
+    monkeypatch.setattr(ahead, "workers", lambda files: 1)
+    started = checkpoint.start_ahead(run, 2, 4)
+    assert started.paths == checkpoint.shard_paths(run, 2, 4)
+    assert len(started.paths) == 3 * 4 + 1 and started.paths[-1].endswith("global_step_2/data.pt")
+    assert checkpoint.start_ahead(run, 3, 4) is None  # no such step folder: nothing to start
+
+
+def test_a_short_runs_rollouts_are_read_by_the_workers_with_the_same_findings(paths, tmp_path):
+    run = tmp_path / "run"
+    (run / "rollouts").mkdir(parents=True)
+    row = '{"input": "q", "output": "a", "score": 0.5, "step": %d}\n'
+    (run / "rollouts" / "1.jsonl").write_text(row % 1 * 3)
+    (run / "rollouts" / "2.jsonl").write_text(row % 2 + row % 7)  # a wrong step, too few rows
+    profile = load_profile(None)
+
+    def ctx(started):
+        made = types.SimpleNamespace(profile=profile, run_dir=run, steps=3, first_step=1,
+                                     evidence={}, ahead=started, rollouts_ahead={})
+        made.rollouts_ahead = rollouts.start_ahead(made)
+        return made
+
+    here, there = ctx(None), ctx(ahead.Ahead(paths, 2))
+    assert here.rollouts_ahead == {} and sorted(there.rollouts_ahead) == [1, 2, 3]
+    found = [(f.id, f.obj, f.message) for f in rollouts.check_rollouts(here)]
+    assert [(f.id, f.obj, f.message) for f in rollouts.check_rollouts(there)] == found
+    assert here.evidence == there.evidence
+    assert {fid for fid, _, _ in found} == {"POST-E018", "POST-E019", "POST-E020"}  # 3.jsonl: missing
+    lost = Future()  # the worker that read 2.jsonl was killed: read here instead
+    lost.set_exception(BrokenProcessPool("a worker was killed"))
+    there.rollouts_ahead[2] = lost
+    assert [(f.id, f.obj, f.message) for f in rollouts.check_rollouts(there)] == found
+    there.ahead.check_files(paths)
+    longer = types.SimpleNamespace(ahead=there.ahead, steps=rollouts.AHEAD_STEPS + 1, first_step=1)
+    assert rollouts.start_ahead(longer) == {}

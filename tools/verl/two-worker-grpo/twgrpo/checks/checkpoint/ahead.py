@@ -1,0 +1,84 @@
+"""The shard check started ahead: postflight starts it before its first check, so worker
+processes read the checkpoint (and a short run's rollouts, postflight/rollouts.py) while this
+process reads the log and the records; the checkpoint check then takes their verdicts. A 16,384-rank run has 49,152 shards: their
+check and the rest of postflight each take a core-second, one after the other without this.
+
+Only when the files are read changes, never a verdict: the workers run shards.Parallel, as
+shards.check_files does, and anything that keeps them from answering (no worker processes, one
+killed, other paths asked for) leaves the check to shards.check_files when it is asked for. The
+progress line stays quiet until then: the other checks print their lines meanwhile.
+"""
+from __future__ import annotations
+
+import io
+import sys
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, Dict, Optional, Sequence, TextIO, Tuple
+
+from . import shards
+
+Problem = shards.Problem
+
+
+class Ahead:
+    """shards.check_files(paths), begun now in ``count`` worker processes; check_files()
+    answers it. With count < 1 or little to read nothing starts, and check_files() checks."""
+
+    def __init__(self, paths: Sequence[Any], count: int) -> None:
+        self.paths = list(paths)
+        self.found: Optional[Dict[Any, Tuple[Problem, int]]] = None
+        self.failed: Optional[BaseException] = None
+        self.run: Optional[shards.Parallel] = None
+        self.thread: Optional[threading.Thread] = None
+        if count < 1:
+            return
+        sizes = {p: shards.file_size(p) for p in self.paths}
+        total = sum(sizes.values())
+        if total < shards.SERIAL_BELOW:
+            return
+        self.meter = shards.Progress(io.StringIO(), len(sizes), total)
+        for stream in (sys.stdout, sys.stderr):  # a worker flushes what it inherits when it ends
+            stream.flush()
+        try:  # the workers fork here, in the main thread, before the collecting thread exists
+            self.run = shards.Parallel(sizes, count, self.meter)
+        except (OSError, ImportError, NotImplementedError):
+            return  # no worker processes here: checked alone when asked for
+        self.thread = threading.Thread(target=self._collect, name="shards-ahead", daemon=True)
+        self.thread.start()
+
+    def _collect(self) -> None:
+        try:
+            self.found = self.run.collect() if self.run is not None else None
+        except BaseException as exc:  # BrokenProcessPool and the like: checked again when asked
+            self.failed = exc
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Optional[Future]:
+        """fn(*args) in one of the workers, after the shards; None where none were started or
+        they are done (the caller then runs it itself)."""
+        if self.run is None:
+            return None
+        try:
+            return self.run.pool.submit(fn, *args)
+        except RuntimeError:  # the pool has shut down: every shard was checked already
+            return None
+
+    def check_files(self, paths: Sequence[Any], sizes: Optional[Dict[Any, int]] = None,
+                    progress: Optional[TextIO] = None) -> Dict[Any, Problem]:
+        """shards.check_files's answer: the workers' verdicts when these are the paths they
+        were given and they all answered, else the check run now."""
+        if self.thread is None or list(paths) != self.paths:
+            return shards.check_files(paths, progress=progress, sizes=sizes)
+        stream = progress if progress is not None else sys.stderr
+        self.meter.stream, self.meter.on = stream, bool(getattr(stream, "isatty", lambda: False)())
+        self.thread.join()
+        if self.found is None:
+            return shards.check_files(paths, progress=progress, sizes=sizes)
+        if sizes is not None:
+            sizes.update((path, size) for path, (problem, size) in self.found.items() if problem is None)
+        return {path: self.found[path][0] for path in self.paths}
+
+
+def workers(files: int) -> int:
+    """Worker processes for a check started ahead: one core is left to this process."""
+    return shards.workers(files) - 1
