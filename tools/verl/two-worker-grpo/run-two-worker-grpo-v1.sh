@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=1f4a950b63ecc6795bf274a29f27a9b748bc53e854cf457f1185a519068226f1
+readonly BUNDLE_SUMS_SHA256=6468d5b39970cea85422d7885771d2bcae575c3b7a417010e2bc414a5d61e13f
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple, Union
 
+from . import rollout_shape
 from ...formats import bounded, lines
 from ...run.findings import Finding, finding, mismatch
 from ...run.runfolder import RunFolder
@@ -45,14 +47,18 @@ FAST_MAX = 1 << 20  # a rollout file this small is read at once and its bounds c
 _DECODE = json.JSONDecoder(parse_int=bounded.parse_int).decode
 
 
-def _fast_rows(path: Path, step: int) -> Optional[Tuple[int, List[float]]]:
+def _fast_rows(path: Union[str, Path], step: int) -> Optional[Tuple[int, List[float]]]:
     """(rows, [min, max] score) of a small file whose every row is good, its bytes read and its
     bounds (bounded.loads's cost and nesting) checked once for the whole file; None for anything
-    else, which the line-by-line reader then judges and names."""
-    with lines.open_regular(path) as stream:
-        data = stream.read(FAST_MAX + 1)
-    if len(data) > FAST_MAX or bounded.cost(data) > bounded.MEMORY or \
-            not 0 <= bounded.depth(data) <= bounded.MAX_DEPTH:
+    else, which the line-by-line reader then judges and names. Rows in the layout verl writes
+    are judged by their shape (rollout_shape.py), the rest row by row with the JSON reader."""
+    data = lines.read_head(path, FAST_MAX)
+    if len(data) > FAST_MAX:
+        return None
+    shaped = rollout_shape.shaped_rows(data, step)
+    if shaped is not None:
+        return shaped
+    if bounded.cost(data) > bounded.MEMORY or not 0 <= bounded.depth(data) <= bounded.MAX_DEPTH:
         return None
     low = high = None
     rows = 0
@@ -72,7 +78,7 @@ def _fast_rows(path: Path, step: int) -> Optional[Tuple[int, List[float]]]:
     return rows, ([low, high] if rows else [])
 
 
-def _rollout_file(path: Path, step: int) -> Tuple[int, "_Notes", List[Finding], List[float]]:
+def _rollout_file(path: Union[str, Path], step: int) -> Tuple[int, "_Notes", List[Finding], List[float]]:
     """(rows, bad-row notes, over-long-row findings, [min, max] score) of one rollout file,
     read line by line in bounded memory (a small good file in one read: _fast_rows)."""
     fast = _fast_rows(path, step)
@@ -121,8 +127,9 @@ def check_rollouts(ctx) -> List[Finding]:
     found, summary = [], {}
     first, last = ctx.first_step, ctx.steps
     total = {"steps": 0, "rows": 0, "score_min": None, "score_max": None}
+    folder = os.path.join(str(RunFolder(ctx.run_dir).rollouts), "")  # a string: no Path a step
     for step in range(ctx.first_step, ctx.steps + 1):
-        path = RunFolder(ctx.run_dir).rollouts / f"{step}.jsonl"
+        path = f"{folder}{step}.jsonl"
         try:
             rows, bad, long_rows, low_high = _rollout_file(path, step)
         except OSError as exc:
