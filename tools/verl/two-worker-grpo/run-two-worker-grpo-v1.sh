@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=6468d5b39970cea85422d7885771d2bcae575c3b7a417010e2bc414a5d61e13f
+readonly BUNDLE_SUMS_SHA256=f627c75a09758dc61fd43cff4293593b5f09eb6d8eddd5fb6f07d885a8e09465
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

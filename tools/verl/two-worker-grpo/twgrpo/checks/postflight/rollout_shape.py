@@ -28,6 +28,7 @@ _ROW = rb'\{"input": "[^"]++", "output": ' + _TEXT + rb', (?:' + _OTHER + rb', )
 _FILE = re.compile(rb'(?:' + _ROW + rb'\n)*+(?:' + _ROW + rb')?+')
 # One a row: a key named score or step carries no escape, so no string holds this text.
 _SCORE_STEP = re.compile(rb'"score": ([^,]*+), "step": ([^,}]*+)')
+_PAIRED = re.compile(rb'\\[\\"]')  # an escaped backslash or quote: one scan, not two
 _BAD_ESCAPE = re.compile(rb'\\(?:[^/bfnrtu]|u(?![0-9a-fA-F]{4}))')
 _CONTROL = bytes(c for c in range(32) if c != 10)
 
@@ -41,10 +42,10 @@ def shaped_rows(data: bytes, step: int) -> Optional[Tuple[int, List[float]]]:
         return None
     if len(data.translate(None, _CONTROL)) != len(data):
         return None
-    if b"\\" in data:  # pair the escapes left to right, as a JSON reader does
+    if _PAIRED.search(data):  # pair the escapes left to right, as a JSON reader does
         data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-        if b"\\" in data and _BAD_ESCAPE.search(data):
-            return None
+    if b"\\" in data and _BAD_ESCAPE.search(data):
+        return None
     if _FILE.fullmatch(data) is None:
         return None
     found = _SCORE_STEP.findall(data)  # (score, step) of each row, in order
