@@ -16,7 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2  # noqa: E402
 from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: E402
 from tensorboard.util import tensor_util  # noqa: E402
-from twgrpo.formats import tfevents, tfrecord  # noqa: E402
+from twgrpo.formats import tfevents, tfproto, tfrecord  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 REAL = sorted({path.parent for path in FIXTURES.rglob("events.out.tfevents.*")})
@@ -129,15 +129,15 @@ def tensorboard_tags(folder: Path) -> dict:
 
 BREAKS = {  # a fault in the reader, and the files that show it
     "the fast path drops an event's last value": ("resumed_run", lambda m: m.setattr(
-        tfevents, "_simple_event",
-        lambda data, read=tfevents._simple_event: read(data) and (*read(data)[:2], read(data)[2][:-1]))),
+        tfproto, "_simple_event",
+        lambda data, read=tfproto._simple_event: read(data) and (*read(data)[:2], read(data)[2][:-1]))),
     "scalar tensors not read": ("with_event_file_writer", lambda m: m.setattr(
-        tfevents, "_tensor_scalar", lambda buf: None)),
+        tfproto, "_tensor_scalar", lambda buf: None)),
     "int64 scalars read unsigned": ("with_event_file_writer", lambda m: m.setattr(
-        tfevents, "read_varint", lambda buf, pos, read=tfevents.read_varint: (read(buf, pos)[0] % 2 ** 63, read(buf, pos)[1]))),
+        tfproto, "read_varint", lambda buf, pos, read=tfproto.read_varint: (read(buf, pos)[0] % 2 ** 63, read(buf, pos)[1]))),
     "steps read one too high": ("with_summary_writer", lambda m: m.setattr(
         tfevents, "scalars_of_event",
-        lambda data, read=tfevents.scalars_of_event: (read(data)[0] + 1, *read(data)[1:]))),
+        lambda data, *layouts, read=tfevents.scalars_of_event: (read(data)[0] + 1, *read(data)[1:]))),
     "a length field's CRC computed over the wrong bytes": ("resumed_run", lambda m: m.setattr(
         tfrecord, "_length_crc", lambda length: tfrecord.masked_crc(length.to_bytes(8, "big")))),
 }

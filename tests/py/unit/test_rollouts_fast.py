@@ -1,13 +1,15 @@
-"""A rollout file is read in pieces of whole lines (rollouts._fast_rows), and gets the verdict the
-line-by-line reader gives it, row for row, on good and on hostile files, in one piece or many."""
+"""A rollout file is read in pieces of whole lines (rollouts._fast_rows; in verl's layout judged by
+its shape, rollout_shape.py) and gets the verdict the line-by-line reader gives it, row for row, on
+good and on hostile files, in one piece or many."""
 import json
 
 import pytest
-from twgrpo.checks.postflight import rollouts
+from twgrpo.checks.postflight import rollout_shape, rollouts
 
 
 def row(step=3, **extra):
-    return json.dumps({"input": "q", "output": "a", "score": 0.5, "step": step, **extra})
+    return json.dumps({"input": "q", "output": "a", "gts": "5", "score": 0.5, "step": step, **extra},
+                      ensure_ascii=False)
 
 
 CASES = {
@@ -22,7 +24,25 @@ CASES = {
     "a score of 1e400": row().replace("0.5", "1e400") + "\n",
     "nested 40 deep": row(deep=json.loads("[" * 40 + "]" * 40)) + "\n",
     "not UTF-8": None,
+    # The layout verl writes, judged by its shape (rollout_shape.py), and its near misses.
+    "escaped quotes and backslashes": "\n".join(row(gts='say \\"#### 5\\" \\\\', note="\\u00e9\\n")
+                                              for _ in range(3)) + "\n",
+    "a bad escape": row().replace('"q"', '"q\\x"') + "\n",
+    "the integer score -0 after 0.0": row().replace("0.5", "0.0") + "\n" + row().replace("0.5", "-0") + "\n",
+    "-0.0 then 0.0": row().replace("0.5", "-0.0") + "\n" + row().replace("0.5", "0.0") + "\n",
+    "a step of 33 in the file of step 3": row(step=33) + "\n",
+    "a second score key (the last one counts)": row()[:-1] + ', "score": 1.0}' + "\n",
+    "an escaped key that reads score": row().replace('"gts"', '"sc\\u006fre"') + "\n",
+    "an empty input": row().replace('"q"', '""') + "\n",
+    "an input of one escaped quote": row().replace('"q"', '"\\""') + "\n",
+    "a tab between the fields": row().replace(", ", ",\t") + "\n",
+    "a control character in a string": row().replace('"a"', '"a\x01"') + "\n",
+    "scores of 19 and 20 digits": row().replace("0.5", "9" * 19) + "\n" + row().replace("0.5", "9" * 20) + "\n",
+    "an exponent of 3 digits": row().replace("0.5", "1e300") + "\n",
+    "an empty file": "",
 }
+SHAPED = {"good", "escaped quotes and backslashes", "the integer score -0 after 0.0", "-0.0 then 0.0",
+          "no final newline", "an empty file"}
 
 
 @pytest.mark.parametrize("piece", [1 << 20, 97], ids=["one piece", "pieces of 97 bytes"])
@@ -35,6 +55,7 @@ def test_the_fast_reader_agrees_with_the_line_reader(tmp_path, monkeypatch, name
     else:
         path.write_text(CASES[name], encoding="utf-8")
     fast = rollouts._rollout_file(path, 3)
+    shaped = rollout_shape.shaped_rows(path.read_bytes(), 3)
     took_fast = rollouts._fast_rows(path, 3) is not None
     monkeypatch.setattr(rollouts, "_fast_rows", lambda *a: None)  # the line-by-line reader alone
     slow = rollouts._rollout_file(path, 3)
@@ -44,5 +65,10 @@ def test_the_fast_reader_agrees_with_the_line_reader(tmp_path, monkeypatch, name
         assert fast[0] == 8 and fast[3] == [0.5, 0.5] and took_fast
     if name == "nested 40 deep" and piece == 97:
         assert not took_fast  # its one row is longer than a piece
+    assert (shaped is not None) == (name in SHAPED)
+    if shaped is not None:
+        assert shaped == (fast[0], fast[3])
+    if name.startswith("the integer score -0") or name.startswith("-0.0"):
+        assert str(fast[3][0]) == str(slow[3][0])  # 0.0 or -0.0 as the JSON reader read it first
     if name.startswith("two rows merged"):
         assert slow[1].count == 3  # each of the three lines is a bad row

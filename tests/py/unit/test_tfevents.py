@@ -8,7 +8,7 @@ import tbevents
 from tbwrite import event, record, write_events
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.compat.proto import event_pb2
-from twgrpo.formats import tfevents, tfrecord
+from twgrpo.formats import tfevents, tfproto, tfrecord
 
 
 def test_crc32c_matches_the_standard_check_value():
@@ -91,14 +91,14 @@ def test_crc32c_wide_and_bytewise_agree_at_every_length_near_the_switch():
 
 def _general(data):
     """scalars_of_event without its fast path (the protobuf field walk alone)."""
-    original = tfevents._simple_event
-    tfevents._simple_event = lambda data: None
+    original = tfproto._simple_event
+    tfproto._simple_event = lambda data: None
     try:
         return tfevents.scalars_of_event(data)
     except (ValueError, IndexError, Exception) as exc:  # the general reader's own refusal
         return type(exc)
     finally:
-        tfevents._simple_event = original
+        tfproto._simple_event = original
 
 
 def test_the_fast_event_reader_agrees_with_the_general_one_or_stands_aside():
@@ -147,3 +147,35 @@ def test_records_cut_from_blocks_match_records_read_one_by_one(tmp_path, monkeyp
         assert [(p.kind, p.record, p.offset) for p in problems] == \
             [(p.kind, p.record, p.offset) for p in reference_problems]
     assert [p.kind for p in reference_problems] == ["crc", "truncated"]
+
+
+def test_records_in_a_layout_seen_before_read_as_the_first_was_read(monkeypatch):
+    """scalars_of_event with layouts answers a record in a known layout from one unpack; each
+    record here differs from the one before in one way the layout must notice or ignore."""
+    records = [event(step, 1e9 + step, scalars) for step, scalars in [
+        (1, [("a/x", 1.0), ("a/y", 2.0)]),
+        (2, [("a/x", -3.5), ("a/y", float("nan"))]),  # new values: the same layout
+        (127, [("a/x", 1.0), ("a/y", 2.0)]),
+        (128, [("a/x", 1.0), ("a/y", 2.0)]),  # a two-byte step: one byte longer
+        (2 ** 40, [("a/x", 1.0), ("a/y", 2.0)]),
+        (3, [("a/x", 1.0), ("b/y", 2.0)]),  # another tag, the same length and last byte
+        (3, [("b/x", 1.0), ("a/y", 2.0)]),
+        (4, [("a/x", 1.0), ("a/y", 2.0), ("c", 0.5)]),
+        (5, [("a/x", 1.0)]),
+        (6, []),
+    ]]
+    two_bytes = records[3]  # step 128: 0x80 0x01; its last byte marked to go on, as damage would
+    records.append(two_bytes[:11] + bytes([two_bytes[11] | 0x80]) + two_bytes[12:])
+    layouts = {}
+    for data in records:
+        outcomes = []
+        for known in (None, layouts):
+            try:
+                outcomes.append(repr(tfevents.scalars_of_event(data, known)))
+            except Exception as exc:  # the general reader's refusal, which load_views names
+                outcomes.append(type(exc))
+        assert outcomes[1] == outcomes[0]
+    assert layouts  # the layouts were learned, and now answer alone
+    monkeypatch.setattr(tfproto, "_simple_event", lambda data: None)
+    again = event(7, 1e9, [("a/x", 9.0), ("a/y", 8.0)])
+    assert tfevents.scalars_of_event(again, layouts) == (7, 1e9, [("a/x", 9.0), ("a/y", 8.0)])

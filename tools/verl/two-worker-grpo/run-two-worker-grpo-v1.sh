@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=e19cb2932df0cd7e876e6d6869b40988d8189d985dbee04f35bda6b6e01c8206
+readonly BUNDLE_SUMS_SHA256=c0227a35917a15856d14cf0be93eebe185f4f0b659b5dbb05ff89a2d73a11a13
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -41,12 +41,22 @@ def open_regular(path: Union[str, Path]) -> Tuple[BinaryIO, os.stat_result]:
     """(stream, its fstat) of a regular file. Opened with O_NONBLOCK and checked with fstat on
     the open descriptor, so a FIFO or device (a symlink to /dev/zero, say) in its place never
     blocks, not even if it was swapped in after a stat. OSError otherwise."""
+    fd, info = open_fd(path)
+    try:
+        return os.fdopen(fd, "rb"), info
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_fd(path: Union[str, Path]) -> Tuple[int, os.stat_result]:
+    """open_regular's descriptor, for the caller to close."""
     fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
-        return os.fdopen(fd, "rb"), info
+        return fd, info
     except BaseException:
         os.close(fd)
         raise

@@ -11,145 +11,11 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from .crc32c import crc32c
-from .thrift import read_varint
+from .tfproto import _simple_event, scalars_of_event
 from .tfrecord import MAX_RECORD, Problem, masked_crc, read_records
 
 __all__ = ["MAX_RECORD", "Problem", "Scalars", "crc32c", "load_scalars", "load_views",
            "masked_crc", "read_records", "scalars_of_event"]
-
-def _fields(buf: bytes) -> Iterator[Tuple[int, int, object]]:
-    """Protobuf wire format: (field number, wire type, raw value)."""
-    pos, end = 0, len(buf)
-    while pos < end:
-        key, pos = read_varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = read_varint(buf, pos)
-        elif wire == 1:
-            value, pos = buf[pos:pos + 8], pos + 8
-        elif wire == 2:
-            size, pos = read_varint(buf, pos)
-            value, pos = buf[pos:pos + size], pos + size
-        elif wire == 5:
-            value, pos = buf[pos:pos + 4], pos + 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        if pos > end:
-            raise ValueError("protobuf field runs past the end of its message")
-        yield number, wire, value
-
-
-DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF = 1, 2, 3, 9, 19
-
-
-def _tensor_scalar(buf: bytes) -> Optional[float]:
-    """A scalar from a TensorProto (new-style summaries): float_val, double_val or content;
-    None for a tensor of more than one element (a PR curve, a histogram), as TensorBoard has."""
-    dtype, content, values = None, None, []
-    for number, wire, value in _fields(buf):
-        if number == 1:
-            dtype = value
-        elif number == 2 and wire == 2 and any(dim.get(1) != 1 for dim in _dims(value)):
-            return None
-        elif number == 4:
-            content = value
-        elif number == 5:  # float_val, packed or not
-            values += list(struct.unpack(f"<{len(value) // 4}f", value))
-        elif number == 6:  # double_val
-            values += list(struct.unpack(f"<{len(value) // 8}d", value))
-        elif number in (7, 10, 13) and (wire == 0 or value):  # int, int64, half bits: packed or not
-            bits = value if wire == 0 else read_varint(value, 0)[0]  # the first value
-            values.append(struct.unpack("<e", struct.pack("<H", bits & 0xFFFF))[0] if number == 13
-                          else float(bits - (bits >> 63 << 64)))  # two's complement in 64 bits
-    if values:
-        return float(values[0])
-    if content:
-        fmt = {DT_FLOAT: "<f", DT_DOUBLE: "<d", DT_INT32: "<i", DT_INT64: "<q", DT_HALF: "<e"}
-        if dtype in fmt and len(content) >= struct.calcsize(fmt[dtype]):
-            return float(struct.unpack_from(fmt[dtype], content)[0])
-    return None
-
-
-def _dims(shape: bytes) -> Iterator[Dict[int, object]]:
-    """Each dimension of a TensorShapeProto as {1: size} (a size of 0 is left out)."""
-    return ({n: v for n, _, v in _fields(dim)} for number, wire, dim in _fields(shape)
-            if number == 2 and wire == 2)
-
-
-def _simple_event(data: bytes) -> Optional[Tuple[int, float, List[Tuple[str, float]]]]:
-    """scalars_of_event for the layout TensorBoard's writers give a scalar event (wall time,
-    step, then a summary of {tag, simple_value} values, each value's length under 128, the
-    summary's under 16 KiB), read by position; None for any other layout, which the general
-    reader then takes."""
-    try:
-        if data[0] != 0x09 or data[9] != 0x10:
-            return None
-        wall = struct.unpack_from("<d", data, 1)[0]
-        pos, step, shift = 10, 0, 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            step |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                break
-            shift += 7
-            if shift > 63:
-                return None
-        step = step if step < 1 << 63 else step - (1 << 64)
-        end = len(data)
-        if pos == end:
-            return step, wall, []
-        if data[pos] != 0x2A:
-            return None
-        size, pos = data[pos + 1], pos + 2
-        if size >= 0x80:  # a summary of several values: a two-byte length
-            size, pos = (size & 0x7F) | data[pos] << 7, pos + 1
-            if size >= 1 << 14 or size < 0x80:
-                return None
-        if pos + size != end:
-            return None
-        found = []
-        while pos < end:
-            item, tag_length = data[pos + 1], data[pos + 3]
-            tag_end = pos + 4 + tag_length
-            if data[pos] != 0x0A or data[pos + 2] != 0x0A or item >= 0x80 or tag_length >= 0x80 \
-                    or tag_end + 5 != pos + 2 + item or data[tag_end] != 0x15:
-                return None
-            found.append((data[pos + 4:tag_end].decode("utf-8", "replace"),
-                          struct.unpack_from("<f", data, tag_end + 1)[0]))
-            pos = tag_end + 5
-        return step, wall, found
-    except (IndexError, struct.error):
-        return None
-
-
-def scalars_of_event(data: bytes) -> Tuple[int, float, List[Tuple[str, float]]]:
-    """(step, wall time, [(tag, value)]) of one Event record."""
-    simple = _simple_event(data)
-    if simple is not None:
-        return simple
-    step, wall, found = 0, 0.0, []
-    for number, _, value in _fields(data):
-        if number == 1:
-            wall = struct.unpack("<d", value)[0]
-        elif number == 2:
-            step = value if value < 1 << 63 else value - (1 << 64)
-        elif number == 5:
-            for n, _, item in _fields(value):
-                if n != 1:
-                    continue
-                tag, scalar = None, None
-                for vn, _, vv in _fields(item):
-                    if vn == 1:
-                        tag = vv.decode("utf-8", "replace")
-                    elif vn == 2:
-                        scalar = struct.unpack("<f", vv)[0]
-                    elif vn == 8:
-                        scalar = _tensor_scalar(vv)
-                if tag is not None and scalar is not None:
-                    found.append((tag, scalar))
-    return step, wall, found
-
 
 def _file_order(path: Path) -> Tuple[int, str]:
     match = re.search(r"tfevents\.(\d+)", path.name)
@@ -239,47 +105,81 @@ def load_views(folder: Path, views: List[View], envelopes: bool = False) -> List
     nonfinite: Dict[str, Tuple[int, float]] = {}  # every tag's, whatever a view keeps: shared
     loads = [(Scalars(files, {}, problems, tags=tags, nonfinite=nonfinite,
                       envelope={} if envelopes else None),
-              set(keep) if keep is not None else None, keep_step, {}) for keep, keep_step in views]
+              set(keep) if keep is not None else None, keep_step) for keep, keep_step in views]
+    # tag -> the views that keep it, each with the parts of it a value touches (up to MAX_TAGS)
+    routes: Dict[str, List[tuple]] = {}
+    # The last step of a tag and the last value written at it: the same for every view that
+    # holds the tag (each holds all of its values from its first), so one pair a tag.
+    latest: Dict[str, Tuple[int, float]] = {}
+    layouts: Dict = {}  # the record layouts met so far (tfproto.scalars_of_event)
     for path in files:
         try:
             for index, record in enumerate(read_records(path, problems)):
                 try:
-                    step, _, found = scalars_of_event(record)
+                    step, _, found = scalars_of_event(record, layouts)
                 except (ValueError, struct.error) as exc:  # ThriftError is a ValueError
                     problems.append(Problem("crc", str(path), index, -1,
                                             f"record does not decode: {exc}"))
                     continue
                 for tag, value in found:
-                    _seen(tags, nonfinite, tag, step, value)
-                    for scalars, wanted, keep_step, latest in loads:
-                        if (wanted is None or tag in wanted) and \
-                                _hold(scalars, tag, step, value, keep_step) and \
-                                step >= latest.get(tag, (step,))[0]:
-                            latest[tag] = (step, value)
+                    route = routes.get(tag)
+                    if route is None:
+                        route = _route(loads, routes, tags, tag)
+                    finite = not value - value  # 0.0 for a finite value, NaN for NaN and inf
+                    if not finite:
+                        _nonfinite(nonfinite, tag, step, value)
+                    held = False
+                    for scalars, keep_step, values, strides, lasts, envelope in route:
+                        if envelope is not None and finite:
+                            _envelop(scalars, envelope, tag, step, value)
+                        series = values.get(tag)
+                        if series is None or step in series:  # a new tag, a step written again
+                            held = _hold(scalars, tag, step, value, keep_step) or held
+                            continue
+                        held = True  # _hold's steps for a new step of a held tag, inline
+                        if step > lasts[tag]:
+                            lasts[tag] = step
+                        stride = strides.get(tag, 1)
+                        if step % stride and step != keep_step:
+                            scalars.thinned += 1  # a long run's most common value
+                            continue
+                        series[step] = value
+                        scalars.held += 1
+                        if len(series) > max(MIN_PER_TAG, MAX_VALUES // len(values)):
+                            _thin(scalars, tag, series, stride * 2, keep_step)
+                    if held and step >= latest.get(tag, (step,))[0]:
+                        latest[tag] = (step, value)
         except OSError as exc:  # a FIFO, a device, a read error
             problems.append(Problem("crc", str(path), 0, -1, f"unreadable: {exc.strerror or exc}"))
-    for scalars, _, _, latest in loads:
-        for tag, (step, value) in latest.items():  # the chart and the summary end at the last step
-            if step not in scalars.values[tag]:
+    for scalars, _, _ in loads:
+        for tag, series in scalars.values.items():  # the chart and the summary end at the last step
+            step, value = latest[tag]
+            if step not in series:
                 scalars.held += 1
-            scalars.values[tag][step] = value
-    return [scalars for scalars, _, _, _ in loads]
+            series[step] = value
+    return [scalars for scalars, _, _ in loads]
 
 
-def _seen(tags: Set[str], nonfinite: Dict[str, Tuple[int, float]], tag: str, step: int,
-          value: float) -> None:
-    """Every value, whatever a view keeps: its tag (up to MAX_TAGS), its first NaN or inf."""
+def _route(loads, routes: Dict[str, List[tuple]], tags: Set[str], tag: str) -> List[tuple]:
+    """The views that keep a tag seen for the first time (or past MAX_TAGS, every time)."""
     if tag not in tags and len(tags) < MAX_TAGS:
         tags.add(tag)
-    if not math.isfinite(value) and (tag in nonfinite or len(nonfinite) < MAX_TAGS):
+    route = [(scalars, keep_step, scalars.values, scalars.stride, scalars.last, scalars.envelope)
+             for scalars, wanted, keep_step in loads if wanted is None or tag in wanted]
+    if len(routes) < MAX_TAGS:
+        routes[tag] = route
+    return route
+
+
+def _nonfinite(nonfinite: Dict[str, Tuple[int, float]], tag: str, step: int, value: float) -> None:
+    """Every tag's first NaN or inf (up to MAX_TAGS tags), whatever a view keeps."""
+    if tag in nonfinite or len(nonfinite) < MAX_TAGS:
         if tag not in nonfinite or step < nonfinite[tag][0]:
             nonfinite[tag] = (step, value)
 
 
 def _hold(scalars: Scalars, tag: str, step: int, value: float, keep_step: Optional[int]) -> bool:
     """Hold one value of a tag the view keeps; True when the tag is held at all."""
-    if scalars.envelope is not None and math.isfinite(value):
-        _envelop(scalars, tag, step, value)
     series = scalars.values.get(tag)
     if series is None:
         if len(scalars.values) >= MAX_TAGS:
@@ -302,14 +202,15 @@ def _hold(scalars: Scalars, tag: str, step: int, value: float, keep_step: Option
     return True
 
 
-def _envelop(scalars: Scalars, tag: str, step: int, value: float) -> None:
+def _envelop(scalars: Scalars, envelope: Dict[str, Dict[int, List]], tag: str, step: int,
+             value: float) -> None:
     """Widen the tag's bucket of this step to hold value; past BUCKETS buckets, the width
     doubles and neighbouring buckets merge (a run of any length keeps BUCKETS at most)."""
-    buckets = scalars.envelope.get(tag)
+    buckets = envelope.get(tag)
     if buckets is None:
-        if len(scalars.envelope) >= ENVELOPE_TAGS:
+        if len(envelope) >= ENVELOPE_TAGS:
             return
-        buckets = scalars.envelope[tag] = {}
+        buckets = envelope[tag] = {}
     width = scalars.width.get(tag, 1)
     cell = buckets.get(step // width)
     if cell is None:

@@ -8,8 +8,9 @@ import dataclasses
 import functools
 import struct
 from pathlib import Path
-from typing import Iterator, List
+from typing import Dict, Iterator, List, Tuple
 
+from . import crcbulk
 from .crc32c import crc32c, crc32c_bytewise
 from .lines import open_regular
 
@@ -43,17 +44,21 @@ def _length_crc(length: int) -> int:
 def read_records(path: Path, problems: List[Problem]) -> Iterator[bytes]:
     """Yield each record's data; a damaged record is skipped, a cut-off tail ends the file.
     A length field must fit the file: memory is one block and one record of at most MAX_RECORD
-    bytes. The file is read BLOCK bytes at a time and each record cut out of the block."""
+    bytes. The file is read BLOCK bytes at a time and each record cut out of the block; the
+    block's records are framed first and their data CRCs checked together (crcbulk.py), then
+    yielded in order, each problem noted where its record comes."""
     with open_regular(path) as stream:
         size = stream.seek(0, 2)
         stream.seek(0)
         buf, base, pos, index = b"", 0, 0, 0  # the block, its file offset, the next record in it
+        framed: List[Tuple[int, int]] = []  # (position in buf, length) of records not yet yielded
 
         def refill(need: int) -> None:
             nonlocal buf, base, pos
             buf, base, pos = buf[pos:] + stream.read(max(BLOCK, need)), base + pos, 0
         while True:
             if len(buf) - pos < 12:
+                yield from _checked(path, buf, base, framed, index - len(framed), problems)
                 refill(12)
                 if not buf:
                     return
@@ -64,11 +69,13 @@ def read_records(path: Path, problems: List[Problem]) -> Iterator[bytes]:
                 return
             length, length_crc = struct.unpack_from("<QI", buf, pos)
             if _length_crc(length) != length_crc:
+                yield from _checked(path, buf, base, framed, index - len(framed), problems)
                 problems.append(Problem("crc", str(path), index, offset,
                                         "the length's CRC does not match; the rest is unreadable"))
                 return
             room = size - offset - 16
             if length > room:
+                yield from _checked(path, buf, base, framed, index - len(framed), problems)
                 if length > MAX_LENGTH:
                     problems.append(Problem("crc", str(path), index, offset,
                                             f"length field {length} is impossible in a {size}-byte "
@@ -79,22 +86,46 @@ def read_records(path: Path, problems: List[Problem]) -> Iterator[bytes]:
                                             f"({max(room, 0)} bytes left)"))
                 return
             if length > MAX_RECORD:  # not a scalar: step over it unread
+                yield from _checked(path, buf, base, framed, index - len(framed), problems)
                 stream.seek(offset + length + 16)
                 buf, base, pos, index = b"", offset + length + 16, 0, index + 1
                 continue
             if len(buf) - pos < length + 16:
+                yield from _checked(path, buf, base, framed, index - len(framed), problems)
                 refill(length + 16)
                 if len(buf) < length + 16:  # the file shrank while being read
                     problems.append(Problem("truncated", str(path), index, offset,
                                             f"record of {length} bytes cut off by end of file"))
                     return
-            data = buf[pos + 12:pos + 12 + length]
-            crc = crc32c_bytewise(data) if index < BYTEWISE_RECORDS else crc32c(data)
-            if (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF != \
-                    struct.unpack_from("<I", buf, pos + 12 + length)[0]:
-                problems.append(Problem("crc", str(path), index, offset,
-                                        "the data's CRC does not match; record skipped"))
-            else:
-                yield data
+            framed.append((pos, length))
             pos += length + 16
             index += 1
+
+
+BULK_MIN = 16  # records of one length in a block checked together; fewer, one by one
+
+
+def _checked(path: Path, buf: bytes, base: int, framed: List[Tuple[int, int]], first: int,
+             problems: List[Problem]) -> Iterator[bytes]:
+    """The data of each framed record of buf whose CRC matches, in order (first: the index of
+    the first); a problem for each that does not. Empties framed."""
+    groups: Dict[int, List[int]] = {}
+    for position, length in framed:
+        groups.setdefault(length, []).append(position)
+    good: Dict[int, bool] = {}
+    for length, positions in groups.items():
+        if len(positions) >= BULK_MIN and length <= crcbulk.MAX_LENGTH:
+            ours = crcbulk.crcs(b"".join([buf[p + 12:p + 12 + length] for p in positions]), length)
+        else:
+            ours = [(crc32c_bytewise if first < BYTEWISE_RECORDS else crc32c)(buf[p + 12:p + 12 + length])
+                    for p in positions]
+        for p, crc in zip(positions, ours):
+            good[p] = (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF == \
+                struct.unpack_from("<I", buf, p + 12 + length)[0]
+    for number, (position, length) in enumerate(framed, first):
+        if good[position]:
+            yield buf[position + 12:position + 12 + length]
+        else:
+            problems.append(Problem("crc", str(path), number, base + position,
+                                    "the data's CRC does not match; record skipped"))
+    framed.clear()

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from concurrent.futures import CancelledError
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
+from . import rollout_shape
 from ...formats import bounded, lines
 from ...run.findings import Finding, finding, mismatch
 from ...run.runfolder import RunFolder
@@ -47,7 +49,7 @@ FAST_MAX = 1 << 20  # a rollout file is read in pieces of this many bytes, cut a
 _DECODE = json.JSONDecoder(parse_int=bounded.parse_int).decode
 
 
-def _fast_rows(path: Path, step: int) -> Optional[Tuple[int, List[float]]]:
+def _fast_rows(path: Union[str, Path], step: int) -> Optional[Tuple[int, List[float]]]:
     """(rows, [min, max] score) of a file whose every row is good, read in pieces of up to
     FAST_MAX bytes that end at a newline, each piece's bounds (bounded.loads's cost and nesting)
     checked once for all its rows; None for anything else (a row longer than a piece too),
@@ -74,7 +76,12 @@ def _fast_rows(path: Path, step: int) -> Optional[Tuple[int, List[float]]]:
 
 
 def _fast_piece(data: bytes, step: int) -> Optional[Tuple[int, List[float]]]:
-    """(rows, [min, max] score, or [] without rows) of whole lines whose every row is good."""
+    """(rows, [min, max] score, or [] without rows) of whole lines whose every row is good.
+    Rows in the layout verl writes are judged by their shape (rollout_shape.py), the rest row by
+    row with the JSON reader."""
+    shaped = rollout_shape.shaped_rows(data, step)
+    if shaped is not None:
+        return shaped
     if bounded.cost(data) > bounded.MEMORY or not 0 <= bounded.depth(data) <= bounded.MAX_DEPTH:
         return None
     low = high = None
@@ -95,7 +102,7 @@ def _fast_piece(data: bytes, step: int) -> Optional[Tuple[int, List[float]]]:
     return rows, ([low, high] if rows else [])
 
 
-def _rollout_file(path: Path, step: int) -> Tuple[int, "_Notes", List[Finding], List[float]]:
+def _rollout_file(path: Union[str, Path], step: int) -> Tuple[int, "_Notes", List[Finding], List[float]]:
     """(rows, bad-row notes, over-long-row findings, [min, max] score) of one rollout file,
     read line by line in bounded memory (a small good file in one read: _fast_rows)."""
     fast = _fast_rows(path, step)
@@ -172,8 +179,9 @@ def check_rollouts(ctx) -> List[Finding]:
     found, summary = [], {}
     first, last = ctx.first_step, ctx.steps
     total = {"steps": 0, "rows": 0, "score_min": None, "score_max": None}
+    folder = os.path.join(str(RunFolder(ctx.run_dir).rollouts), "")  # a string: no Path a step
     for step in range(ctx.first_step, ctx.steps + 1):
-        path = RunFolder(ctx.run_dir).rollouts / f"{step}.jsonl"
+        path = f"{folder}{step}.jsonl"
         try:
             rows, bad, long_rows, low_high = _read(ctx, path, step)
         except OSError as exc:

@@ -1,0 +1,65 @@
+"""The rollout rows verl writes, judged by their shape: a file whose every line is
+`{"input": "...", "output": "...", ..., "score": <number>, "step": <step>, ...}` as json.dumps
+lays it out gets its row count and [min, max] score from a few passes of C code over its bytes
+(a regular expression, counts, a translate), without a dict for each row. Anything else is
+None, and the JSON reader (rollouts.py) judges it; the shape is drawn narrow enough that what
+it accepts is a file the JSON reader would pass with the same rows and scores:
+
+* UTF-8, no control character but the newline, no blank line;
+* strings delimited by unescaped quotes, their escapes only JSON's (checked after the escaped
+  backslashes and quotes are taken out, which pairs them as a JSON reader does);
+* a non-empty input, an output, a score of at most 19 integer digits and a two-digit exponent
+  (always finite), the step in its plain digits; other keys only with names that are none of
+  these four and carry no escape (so none decodes to one of them), with a string, a number
+  of the same bounded form, true, false or null (no nesting, so no depth to measure).
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import List, Optional, Tuple
+
+_TEXT = rb'"[^"]*+"'  # after the escaped quotes are out, every quote opens or closes a string
+_NUMBER = rb'-?+(?:0|[1-9]\d{0,18}+)(?:\.\d++)?+(?:[eE][+-]?+\d{1,2}+)?+'
+_OTHER = rb'"(?!(?:input|output|score|step)")[^"\\]*+": (?:' + _TEXT + rb'|' + _NUMBER + \
+    rb'|true|false|null)'
+_ROW = rb'\{"input": "[^"]++", "output": ' + _TEXT + rb', (?:' + _OTHER + rb', )*+"score": ' + \
+    _NUMBER + rb', "step": (?:0|[1-9]\d{0,18}+)(?:, ' + _OTHER + rb')*+\}'
+_FILE = re.compile(rb'(?:' + _ROW + rb'\n)*+(?:' + _ROW + rb')?+')
+# One a row: a key named score or step carries no escape, so no string holds this text.
+_SCORE_STEP = re.compile(rb'"score": ([^,]*+), "step": ([^,}]*+)')
+_PAIRED = re.compile(rb'\\[\\"]')  # an escaped backslash or quote: one scan, not two
+_BAD_ESCAPE = re.compile(rb'\\(?:[^/bfnrtu]|u(?![0-9a-fA-F]{4}))')
+_CONTROL = bytes(c for c in range(32) if c != 10)
+
+
+def shaped_rows(data: bytes, step: int) -> Optional[Tuple[int, List[float]]]:
+    """(rows, [min, max] score, or [] for no row) of a rollout file's bytes in the shape above;
+    None for anything else."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if len(data.translate(None, _CONTROL)) != len(data):
+        return None
+    if _PAIRED.search(data):  # pair the escapes left to right, as a JSON reader does
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    if b"\\" in data and _BAD_ESCAPE.search(data):
+        return None
+    if _FILE.fullmatch(data) is None:
+        return None
+    found = _SCORE_STEP.findall(data)  # (score, step) of each row, in order
+    if not found:
+        return 0, []
+    pairs = set(found)
+    if {mark for _, mark in pairs} != {b"%d" % step}:
+        return None
+    distinct = [_score(text) for text, _ in pairs]
+    if 0.0 in distinct and len({math.copysign(1.0, v) for v in distinct if v == 0.0}) > 1:
+        distinct = [_score(text) for text, _ in found]  # 0.0 and -0.0: the first read wins
+    return len(found), [min(distinct), max(distinct)]
+
+
+def _score(text: bytes) -> float:
+    """The score as the JSON reader gives it: the integer -0 is 0, float("-0") is -0.0."""
+    return 0.0 if text == b"-0" else float(text)
