@@ -82,7 +82,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=179c444568c1236efc8e935696ab2cf378cd5b5c58ad2783dc1c527fa9854f61
+readonly BUNDLE_SUMS_SHA256=a7c12ead5319401e9db06354a4325fe959a9d29fb52f168bf5a3e4dab3d440e0
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

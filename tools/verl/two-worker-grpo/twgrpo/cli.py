@@ -94,8 +94,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="json: one object per run, one per line (for scripts)")
     compare.add_parser(sub)
 
-    for name, text in (("paths", "print the run's paths as KEY=value lines (launcher)"),
-                       ("env", "print the driver environment, NUL-separated (launcher)"),
+    for name, text in (("env", "print the driver environment, NUL-separated (launcher)"),
                        ("command", "print the training command, NUL-separated (launcher)")):
         p = sub.add_parser(name, parents=[common], help=text)
         p.add_argument("--storage-root", type=Path, required=True)
@@ -141,13 +140,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--launcher-pid", type=int, default=0)
     p.add_argument("--interval", type=int, required=True, help="seconds between beats")
     p.add_argument("--lease", type=int, required=True, help="seconds without a beat: lost")
-
-    p = sub.add_parser("attempt", parents=[common], help="RUN_ID and RESUME_FROM for this launch: "
-                       "a retry's next attempt, RESUME_FROM=auto (launcher)")
-    p.add_argument("--storage-root", type=Path, required=True)
-    p.add_argument("--run-id", required=True)
-    p.add_argument("--resume-from", default="")
-    p.add_argument("--bundle-sums-sha256", required=True)
 
     p = sub.add_parser("watch-training", help="stop the training phase when no step line comes "
                        "in time; write stall.json (launcher, inside the training phase)")
@@ -209,11 +201,11 @@ def list_runs(args: argparse.Namespace, profile: Optional[Profile]) -> int:
 
 
 HANDLERS = {"inputs": inputs.main, "preflight": preflight.main, "postflight": postflight.main,
-            "report": summary.main, "runs": list_runs, "paths": launch.paths, "env": launch.env,
+            "report": summary.main, "runs": list_runs, "env": launch.env,
             "command": launch.training_command, "runtime-env": launch.runtime_env,
             "record-run": launch.record_run, "catalog": print_catalog,
             "resume": launch.resume, "request": launch.check_request,
-            "heartbeat": launch.heartbeat, "attempt": launch.attempt, "check-profile": recipe.main,
+            "heartbeat": launch.heartbeat, "check-profile": recipe.main,
             "watch-training": stall.main, "compare": lambda args, _: compare.main(args),
             "failed-checks": print_failed_checks}
 NO_PROFILE = ("catalog", "runs", "request", "heartbeat", "watch-training", "compare", "failed-checks")  # judge no single run

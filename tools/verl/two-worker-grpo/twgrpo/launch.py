@@ -1,4 +1,4 @@
-"""What the launcher asks the verifier for: the run's paths, its environment, the training
+"""What the launcher asks the verifier for: the run's environment, the training
 command (NUL-separated, so no value is ever re-split by the shell), the RuntimeEnv and run.json.
 """
 from __future__ import annotations
@@ -27,18 +27,6 @@ def _write_nul(items: List[str]) -> int:
         if "\0" in item:
             raise UsageError(f"a value holds a NUL byte: {item!r}")
     sys.stdout.write("".join(f"{item}\0" for item in items))
-    return 0
-
-
-def paths(args: argparse.Namespace, profile: Profile) -> int:
-    root = args.storage_root
-    for key, value in (("PROFILE_NAME", profile.PROFILE_NAME), ("PROFILE_FILE", profile.path),
-                       ("RUN_DIR", run_dir(root, args.run_id)),
-                       ("VERL_ROOT", profile.verl_root(root)), ("MODEL_ROOT", profile.model_root(root)),
-                       ("DATA_ROOT", profile.data_root(root)), ("WORLD_SIZE", profile.world_size)):
-        if "\n" in str(value):
-            raise UsageError(f"{key} holds a newline: {value!r}")
-        print(f"{key}={value}")
     return 0
 
 
@@ -120,17 +108,3 @@ def heartbeat(args: argparse.Namespace, profile: Profile) -> int:
                     f"HEARTBEAT_LEASE={args.lease}: {problem}")
     return beat.beat(run_dir(args.storage_root, args.run_id), args.run_id, args.launcher_pid,
                      args.interval, args.lease)
-
-
-def attempt(args: argparse.Namespace, profile: Profile) -> int:
-    """RUN_ID= and RESUME_FROM= for this launch: the next attempt of a stopped run of the same
-    job, RESUME_FROM=auto resolved (checks/resume/attempt.py); notes as NOTE= lines."""
-    from .checks.resume.attempt import plan
-    run_id, resume_from, notes = plan(args.storage_root, args.run_id, args.resume_from or "",
-                                      profile.PROFILE_NAME, args.bundle_sums_sha256,
-                                      jobidentity.of(os.environ))
-    for key, value in [("RUN_ID", run_id), ("RESUME_FROM", resume_from)] + [("NOTE", n) for n in notes]:
-        if "\n" in value:
-            raise UsageError(f"{key} holds a newline: {value!r}")
-        print(f"{key}={value}")
-    return 0
