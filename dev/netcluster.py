@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import os
 import shutil
@@ -284,9 +285,7 @@ def missing_prerequisites() -> Optional[str]:
             return f"needs {tool} (util-linux)"
     if nslinks.netns is None:
         return "needs pyroute2 in this Python (tests/requirements.txt; make test installs it in .venv)"
-    try:
-        import ray  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("ray") is None:  # found, not imported: the nodes import it
         return "needs ray in this Python (make test installs it in .venv)"
     probe = f"twgprobe{os.getpid()}"
     try:
