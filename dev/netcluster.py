@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import os
 import shutil
@@ -275,6 +276,13 @@ class Cluster:
         self.wait_nodes(len(self.nodes))
 
 
+def ray_missing() -> Optional[str]:
+    """Why this Python has no ray for the nodes, or None: found, not imported (the nodes import it)."""
+    if importlib.util.find_spec("ray") is None:
+        return "needs ray in this Python (make test installs it in .venv)"
+    return None
+
+
 def missing_prerequisites() -> Optional[str]:
     """Why this machine cannot host the cluster, or None."""
     if os.geteuid() != 0:
@@ -284,10 +292,9 @@ def missing_prerequisites() -> Optional[str]:
             return f"needs {tool} (util-linux)"
     if nslinks.netns is None:
         return "needs pyroute2 in this Python (tests/requirements.txt; make test installs it in .venv)"
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        return "needs ray in this Python (make test installs it in .venv)"
+    reason = ray_missing()
+    if reason:
+        return reason
     probe = f"twgprobe{os.getpid()}"
     try:
         nslinks.netns.create(probe)

@@ -130,7 +130,8 @@ def compile_problems(files: List[Path]) -> List[str]:
                     py_compile.compile(str(path), cfile=os.path.join(scratch, "x.pyc"), doraise=True)
                 except py_compile.PyCompileError as exc:
                     problems.append(f"{path}: does not compile: {exc.msg.strip()}")
-            elif path.suffix == ".sh":  # linting (shellcheck) is make test's job, not a prep box's
+            # the launcher and the parts it sources; linting (shellcheck) is make test's job
+            elif path.suffix in (".sh", ".bash"):
                 out = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
                 if out.returncode:
                     problems.append(f"{path}: bash -n fails:\n{out.stdout}{out.stderr}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from typing import Optional
 
 from twgrpo.run.failedchecks import failed_checks

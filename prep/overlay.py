@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any, List, Tuple
 
-from prep import bundle  # noqa: F401  (puts the bundle's twgrpo on the path)
+from prep import bundle_layout  # noqa: F401  (importing it puts the bundle's twgrpo on the path)
 from twgrpo.formats.yamlsubset import strip_comment  # noqa: E402  (the one comment rule)
 
 MAX_BYTES = 256 << 10

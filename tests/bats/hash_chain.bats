@@ -43,6 +43,15 @@ setup() {
   ((n >= 20))  # every file of the bundle was tried
 }
 
+@test "a changed part of the launcher is refused before it is sourced" {
+  printf 'echo TAMPERED >&2\n' >>"$BUNDLE/launcher/phases.bash"
+  run bash "$BUNDLE/run-two-worker-grpo-v1.sh"
+  assert_failure 1
+  assert_output --partial "(LAUNCH-E012) launcher/phases.bash: sha256 expected"
+  refute_output --partial "TAMPERED"
+  assert_not_exist "$STORAGE/runs"
+}
+
 @test "every mismatching file is reported, not only the first" {
   flip_byte "$BUNDLE/twgrpo/checks/inputs/inputs.py"
   flip_byte "$BUNDLE/profiles/test-fixture.env"

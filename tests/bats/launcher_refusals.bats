@@ -29,6 +29,8 @@ assert_nothing_written() {
   assert_line --partial "Summary: Run one verified verl GRPO job"
   assert_line --partial "Usage: STORAGE_ROOT=/mnt/verl-reproduction RUN_ID=exp-001"
   assert_line --partial "Exit codes: 0 SUCCESS"
+  refute_output --partial "POSIXLY_CORRECT=y"  # the header alone: no line of code after it
+  refute_output --partial "main \"\$@\""
 }
 
 @test "launcher refuses an unknown argument" {

@@ -13,13 +13,14 @@ from twgrpo.run.catalog import CATALOG
 
 REPO = Path(__file__).resolve().parents[3]
 ID = re.compile(r"\b[A-Z]{2,6}-[EW]\d{3}\b")
-# The catalog is where ids and hints are written; its hints may point at other ids.
-CATALOG_FILE = REPO / "tools/verl/two-worker-grpo/twgrpo/run/catalog.py"
+# The catalog (catalog.py and its parts, catalog_<phase>.py) is where ids and hints are written;
+# its hints may point at other ids.
+CATALOG_FILES = set((REPO / "tools/verl/two-worker-grpo/twgrpo/run").glob("catalog*.py"))
 
 
 def sources():
     return [p for root in ("tools", "prep", "dev") for p in sorted((REPO / root).rglob("*.py"))
-            if p != CATALOG_FILE]
+            if p not in CATALOG_FILES]
 
 
 def docstrings(tree):

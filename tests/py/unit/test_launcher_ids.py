@@ -13,7 +13,9 @@ from twgrpo.run.catalog import CATALOG
 
 REPO = Path(__file__).resolve().parents[3]
 BUNDLE = REPO / "tools/verl/two-worker-grpo"
-SHELL_FILES = [BUNDLE / "run-two-worker-grpo-v1.sh", REPO / "prep/slurm-job.bash"]
+# the launcher with its parts (sourced once verified), and make sbatch's batch script
+SHELL_FILES = [BUNDLE / "run-two-worker-grpo-v1.sh", *sorted((BUNDLE / "launcher").glob("*.bash")),
+               REPO / "prep/slurm-job.bash"]
 ID = re.compile(r"\b[A-Z]{2,6}-[EW]\d{3}\b")
 SAID = re.compile(r"\(([A-Z]{2,6}-[EW]\d{3})\) ([^\n]*)")
 # where a printed text ends in the shell: its closing quote, or printf's \n'

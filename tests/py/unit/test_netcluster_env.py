@@ -56,3 +56,12 @@ def test_the_state_file_keeps_the_gpu_mode_and_cpus(tmp_path):
     cluster.save()
     again = netcluster.Cluster(tmp_path)
     assert (again.tag, again.stub_gpus, again.cpus_per_node) == ("twgtest", False, 8)
+
+
+
+def test_a_python_without_ray_is_named_without_importing_it(monkeypatch):
+    """The prerequisite check finds ray without loading it into the test process: a Python that
+    lacks it gets the reason."""
+    assert netcluster.ray_missing() is None  # the test venv has ray
+    monkeypatch.setattr(netcluster.importlib.util, "find_spec", lambda name: None)
+    assert netcluster.ray_missing() == "needs ray in this Python (make test installs it in .venv)"

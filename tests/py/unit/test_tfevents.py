@@ -121,13 +121,13 @@ def test_the_fast_event_reader_agrees_with_the_general_one_or_stands_aside():
             samples.append(bytes(cut[:rng.randrange(len(cut) + 1)] if rng.random() < 0.3 else cut))
     fast_taken = 0
     for data in samples:
-        fast = tfevents._simple_event(data)
+        fast = tfproto._simple_event(data)
         if fast is not None:
             fast_taken += 1
             assert repr(fast) == repr(_general(data)), data
     assert fast_taken > 100
     ten = real(8, 1e9, [(f"tag/{i}", i * 0.25) for i in range(10)])  # a two-byte summary length
-    assert tfevents._simple_event(ten) == (8, 1e9, [(f"tag/{i}", i * 0.25) for i in range(10)])
+    assert tfproto._simple_event(ten) == (8, 1e9, [(f"tag/{i}", i * 0.25) for i in range(10)])
 
 
 def test_records_cut_from_blocks_match_records_read_one_by_one(tmp_path, monkeypatch):

@@ -23,11 +23,10 @@ HANDLERS: Dict[str, Tuple[str, str]] = {
     "runs": ("phases", "runs"), "compare": ("phases", "compare"),
     "check-profile": ("phases", "check_profile"), "watch-training": ("phases", "watch_training"),
     "failed-checks": ("phases", "failed_checks"), "catalog": ("phases", "catalog"),
-    "paths": ("launcher", "paths"), "env": ("launcher", "env"),
+    "env": ("launcher", "env"),
     "command": ("launcher", "training_command"), "runtime-env": ("launcher", "runtime_env"),
     "record-run": ("launcher", "record_run"), "resume": ("launcher", "resume"),
-    "request": ("launcher", "check_request"), "heartbeat": ("launcher", "heartbeat"),
-    "attempt": ("launcher", "attempt")}
+    "request": ("launcher", "check_request"), "heartbeat": ("launcher", "heartbeat")}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -32,18 +32,6 @@ def _write_nul(items: List[str]) -> int:
     return 0
 
 
-def paths(args: argparse.Namespace) -> int:
-    root, profile = args.storage_root, load_profile(args.profile)
-    for key, value in (("PROFILE_NAME", profile.PROFILE_NAME), ("PROFILE_FILE", profile.path),
-                       ("RUN_DIR", RunFolder.at(root, args.run_id).path),
-                       ("VERL_ROOT", profile.verl_root(root)), ("MODEL_ROOT", profile.model_root(root)),
-                       ("DATA_ROOT", profile.data_root(root)), ("WORLD_SIZE", profile.world_size)):
-        if "\n" in str(value):
-            raise UsageError(f"{key} holds a newline: {value!r}")
-        print(f"{key}={value}")
-    return 0
-
-
 def env(args: argparse.Namespace) -> int:
     values = command.driver_environment(load_profile(args.profile), args.storage_root,
                                         RunFolder.at(args.storage_root, args.run_id).path,
@@ -123,17 +111,3 @@ def heartbeat(args: argparse.Namespace) -> int:
                     f"HEARTBEAT_LEASE={args.lease}: {problem}")
     return beat.beat(RunFolder.at(args.storage_root, args.run_id).path, args.run_id, args.launcher_pid,
                      args.interval, args.lease)
-
-
-def attempt(args: argparse.Namespace) -> int:
-    """RUN_ID= and RESUME_FROM= for this launch: the next attempt of a stopped run of the same
-    job, RESUME_FROM=auto resolved (checks/resume/attempt.py); notes as NOTE= lines."""
-    from ..checks.resume.attempt import plan
-    run_id, resume_from, notes = plan(args.storage_root, args.run_id, args.resume_from or "",
-                                      load_profile(args.profile).PROFILE_NAME, args.bundle_sums_sha256,
-                                      jobidentity.of(os.environ))
-    for key, value in [("RUN_ID", run_id), ("RESUME_FROM", resume_from)] + [("NOTE", n) for n in notes]:
-        if "\n" in value:
-            raise UsageError(f"{key} holds a newline: {value!r}")
-        print(f"{key}={value}")
-    return 0

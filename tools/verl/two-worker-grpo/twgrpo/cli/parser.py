@@ -77,8 +77,7 @@ def parser() -> argparse.ArgumentParser:
                    help="json: one object per run, one per line (for scripts)")
     _compare(sub)
 
-    for name, text in (("paths", "print the run's paths as KEY=value lines (launcher)"),
-                       ("env", "print the driver environment, NUL-separated (launcher)"),
+    for name, text in (("env", "print the driver environment, NUL-separated (launcher)"),
                        ("command", "print the training command, NUL-separated (launcher)")):
         p = sub.add_parser(name, parents=[common], help=text)
         p.add_argument("--storage-root", type=Path, required=True)
@@ -124,13 +123,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--launcher-pid", type=int, default=0)
     p.add_argument("--interval", type=int, required=True, help="seconds between beats")
     p.add_argument("--lease", type=int, required=True, help="seconds without a beat: lost")
-
-    p = sub.add_parser("attempt", parents=[common], help="RUN_ID and RESUME_FROM for this launch: "
-                       "a retry's next attempt, RESUME_FROM=auto (launcher)")
-    p.add_argument("--storage-root", type=Path, required=True)
-    p.add_argument("--run-id", required=True)
-    p.add_argument("--resume-from", default="")
-    p.add_argument("--bundle-sums-sha256", required=True)
 
     p = sub.add_parser("watch-training", help="stop the training phase when no step line comes "
                        "in time; write stall.json (launcher, inside the training phase)")

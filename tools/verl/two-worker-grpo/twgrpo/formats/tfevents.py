@@ -8,10 +8,10 @@ import math
 import re
 import struct
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from .crc32c import crc32c
-from .tfproto import _simple_event, scalars_of_event
+from .tfproto import scalars_of_event
 from .tfrecord import MAX_RECORD, Problem, masked_crc, read_records
 
 __all__ = ["MAX_RECORD", "Problem", "Scalars", "crc32c", "load_scalars", "load_views",
