@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=240bcdc65bef015e72c6b1a49df70035f1fa5b2c357f2861b1359dfa3336c368
+readonly BUNDLE_SUMS_SHA256=46be76f77883f6a4f7a48f19bac0f9edcf0968449062e6840bdce36b9aef03e6
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

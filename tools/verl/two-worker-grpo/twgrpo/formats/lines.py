@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 from typing import BinaryIO, Iterator, Optional, Union
 
@@ -26,25 +25,6 @@ def read_small(path: Union[str, Path], limit: int = MAX_SMALL) -> str:
     if len(data) > limit:
         raise ValueError(f"larger than {limit} bytes")
     return data.decode("utf-8")
-
-
-def read_head(path: Union[str, Path], limit: int) -> bytes:
-    """Up to limit + 1 bytes of a regular file (more than limit: the file is larger). Read with
-    os.read in pieces the file's size asks for, not into a buffer of limit bytes: a folder of
-    100,000 one-kilobyte files is read at the speed of opening them."""
-    fd, info = bounded.open_fd(path)
-    try:
-        parts, got = [], 0
-        while got <= limit:
-            want = min(max(info.st_size - got, 0), limit - got) + 1
-            part = os.read(fd, want)
-            parts.append(part)
-            got += len(part)
-            if len(part) < want:  # a regular file reads short only at its end
-                break
-        return b"".join(parts)
-    finally:
-        os.close(fd)
 
 
 @dataclasses.dataclass

@@ -53,14 +53,20 @@ def _fast_rows(path: Union[str, Path], step: int) -> Optional[Tuple[int, List[fl
     """(rows, [min, max] score) of a file whose every row is good, read in pieces of up to
     FAST_MAX bytes that end at a newline, each piece's bounds (bounded.loads's cost and nesting)
     checked once for all its rows; None for anything else (a row longer than a piece too),
-    which the line-by-line reader then judges and names."""
+    which the line-by-line reader then judges and names. Each read asks for what the file has
+    left plus one byte (a regular file reads short only at its end), so a small file is one
+    os.read and one piece: a folder of 100,000 small files reads at the speed of opening them."""
     rows, scores = 0, []
-    with lines.open_regular(path) as stream:
-        tail = b""
+    fd, info = bounded.open_fd(path)
+    try:
+        tail, left = b"", info.st_size
         while True:
-            more = stream.read(FAST_MAX)
+            want = min(max(left, 0), FAST_MAX - 1) + 1
+            more = os.read(fd, want)
+            left -= len(more)
+            end = len(more) < want
             data, tail = tail + more, b""
-            if more:
+            if not end:
                 cut = data.rfind(b"\n") + 1
                 if not cut:
                     return None
@@ -70,8 +76,10 @@ def _fast_rows(path: Union[str, Path], step: int) -> Optional[Tuple[int, List[fl
                 return None
             rows += found[0]
             scores += found[1]
-            if not more:
+            if end:
                 break
+    finally:
+        os.close(fd)
     return rows, ([min(scores), max(scores)] if rows else [])
 
 
