@@ -118,11 +118,12 @@ def test_make_stop_from_the_prep_host_leaves_failed_with_signal_term(site):
     assert "signal=TERM" in failed.splitlines() and "phase=training" in failed.splitlines()
 
 
-def test_a_closed_port_on_the_head_is_one_line(site):
+def test_a_closed_port_on_the_head_is_one_finding_and_its_hint(site):
     head = site.cluster.nodes[0].ip
     process = site.on_prep([REPO / "prep" / "submit.py", "logs", "--address", f"http://{head}:1",
                             "--run-id", "multi-3"])
     out, _ = process.communicate(timeout=60)
     assert process.returncode == 2
     assert out.startswith(f"submit: (SUB-E003) cannot reach the Ray job server at http://{head}:1 (")
-    assert out.count("\n") == 1
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[1].startswith("    HINT: "), out  # no traceback

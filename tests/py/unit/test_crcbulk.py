@@ -39,3 +39,13 @@ def test_a_damaged_record_among_many_of_one_length_is_named_and_skipped(tmp_path
     assert read == [d for i, d in enumerate(datas) if i not in bad]
     assert [(p.kind, p.record, p.offset) for p in problems] == \
         [("crc", i, sum(len(d) + 16 for d in datas[:i])) for i in sorted(bad)]
+
+
+def test_many_empty_records_are_checked_and_a_damaged_one_named(tmp_path):
+    """Empty records have no columns to cut: they are checked one by one, never divided by."""
+    bad = {3, 40}
+    path = tmp_path / "events.out.tfevents.1"
+    path.write_bytes(b"".join(frame(b"", i in bad) for i in range(tfrecord.BULK_MIN * 4)))
+    problems = []
+    assert list(tfrecord.read_records(path, problems)) == [b""] * (tfrecord.BULK_MIN * 4 - len(bad))
+    assert [(p.kind, p.record) for p in problems] == [("crc", i) for i in sorted(bad)]

@@ -114,7 +114,7 @@ def _checked(path: Path, buf: bytes, base: int, framed: List[Tuple[int, int]], f
         groups.setdefault(length, []).append(position)
     good: Dict[int, bool] = {}
     for length, positions in groups.items():
-        if len(positions) >= BULK_MIN and length <= crcbulk.MAX_LENGTH:
+        if len(positions) >= BULK_MIN and 0 < length <= crcbulk.MAX_LENGTH:  # no columns in an empty one
             ours = crcbulk.crcs(b"".join([buf[p + 12:p + 12 + length] for p in positions]), length)
         else:
             ours = [(crc32c_bytewise if first < BYTEWISE_RECORDS else crc32c)(buf[p + 12:p + 12 + length])
