@@ -154,6 +154,13 @@ class LogScan:
         self.dropped += 1
         return False
 
+    def take(self, items: List[str]) -> List[str]:
+        """The first of ``items`` there is room for (room() for each, in one step)."""
+        held = items[:max(self.most - self.kept, 0)]
+        self.kept += len(held)
+        self.dropped += len(items) - len(held)
+        return held
+
     def add_init(self, key: Tuple[str, int], phase: str, event: InitEvent) -> None:
         if self.room():
             self.inits.setdefault(key, {}).setdefault(phase, []).append(event)
@@ -175,14 +182,12 @@ class LogScan:
             t = self.transport[key] = Transport()
         if ib is not None and self.room():
             t.ib_disable.append(ib)
-        for ip in ips:
-            if ip not in t.socket_ips and self.room():
-                t.socket_ips.add(ip)
+        if ips:  # new ones only, each once, in order
+            t.socket_ips.update(self.take([ip for ip in dict.fromkeys(ips) if ip not in t.socket_ips]))
         if network is not None and network not in t.networks and self.room():
             t.networks.add(network)
-        for device in ib_devices:
-            if device not in t.ib_devices and self.room():
-                t.ib_devices.add(device)
+        if ib_devices:
+            t.ib_devices.update(self.take([d for d in dict.fromkeys(ib_devices) if d not in t.ib_devices]))
 
     def add_fatal(self, line: int, name: str, text: str) -> None:
         self.fatal_count += 1

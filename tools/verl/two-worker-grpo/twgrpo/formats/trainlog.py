@@ -5,22 +5,27 @@ GiB, so the pass reads large blocks and looks, in C, for the few keywords that e
 interesting line holds. Most keywords are found through one byte that NCCL's noise rarely
 holds (memchr is ten times faster than a substring search); each hit is then compared with
 the whole keyword. Each candidate line is taken whole, stripped of ANSI colour codes and its
-Ray prefix, and parsed. Segments of a large file are scanned by worker processes and merged in
-order, so the time stays linear in the log's size and divides by the cores.
+Ray prefix, and parsed. At thousands of ranks nearly every candidate is one of a rank's few
+NCCL and Gloo lines: those are taken first by their shape (trainshape.py), and the keyword
+search reads the rest of the block. Segments of a large file are scanned by worker processes
+and merged in order, so the time stays linear in the log's size and divides by the cores.
 
-Bounds: memory is one block and one line of at most MAX_LINE bytes per worker; a longer line
-is reported (line number, offset, length) and skipped without being held. Every pattern is
-anchored or bounded (trainlines.py) so that it runs in linear time on any line.
+Bounds: memory is one block, the block without its shaped lines, and one line of at most
+MAX_LINE bytes per worker; a longer line is reported (line number, offset, length) and
+skipped without being held. Every pattern is anchored or bounded (trainlines.py, trainshape.py)
+so that it runs in linear time on any line.
 """
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
 from concurrent.futures import ProcessPoolExecutor
-from typing import Iterator, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from .lines import open_regular
 from .trainlines import (ANCHORED, FATAL_SAMPLES, KEEP, SEARCHES, VALIDATED, InitEvent, LogScan,
                          Transport, _parse_line)
+from .trainshape import Shapes
 
 __all__ = ["FATAL_SAMPLES", "KEEP", "MAX_LINE", "VALIDATED", "InitEvent", "LogScan", "Transport",
            "scan_log", "scan_range"]
@@ -86,12 +91,38 @@ def _long_lines(block: bytes, size: int, max_line: int) -> Iterator[Tuple[int, i
             yield start, end
 
 
-def _scan_block(scan: LogScan, block: bytes, size: int, first_line: int, offset: int,
+def _rest(block: bytes, size: int, shaped: Dict[int, tuple]) -> Tuple[bytes, List[int], List[int]]:
+    """block[:size] without its shaped lines (whole lines, so no keyword spans a cut), with
+    where each kept piece starts in the rest and in the block."""
+    pieces, in_rest, in_block = [], [], []
+    kept, length = 0, 0
+    for start in shaped:  # in order: found left to right
+        if start > kept:
+            pieces.append(block[kept:start])
+            in_rest.append(length)
+            in_block.append(kept)
+            length += start - kept
+        kept = block.find(b"\n", start, size) + 1
+    if kept < size:
+        pieces.append(block[kept:size])
+        in_rest.append(length)
+        in_block.append(kept)
+    return b"".join(pieces), in_rest, in_block
+
+
+def _scan_block(scan: LogScan, shapes: Shapes, block: bytes, size: int, first_line: int, offset: int,
                 max_line: int) -> int:
     """Parse the candidate lines of block[:size], whole lines whose first is ``first_line``
     and whose first byte is at ``offset`` in the file; returns the newline count."""
-    spans = {}
-    for at in _keyword_hits(block, size):
+    shaped = shapes.find(block, size, max_line)
+    spans: Dict[int, int] = {}
+    if shaped:
+        rest, in_rest, in_block = _rest(block, size, shaped)
+        hits = (at - in_rest[piece] + in_block[piece] for at in _keyword_hits(rest, len(rest))
+                for piece in (bisect_right(in_rest, at) - 1,))
+    else:
+        hits = _keyword_hits(block, size)
+    for at in hits:
         start = block.rfind(b"\n", 0, at) + 1
         if start not in spans:
             end = block.find(b"\n", at, size)
@@ -99,10 +130,14 @@ def _scan_block(scan: LogScan, block: bytes, size: int, first_line: int, offset:
     for start, end in _long_lines(block, size, max_line):
         spans[start] = end
     line, last = first_line, 0
-    for start in sorted(spans):
-        end = spans[start]
+    for start in sorted(spans.keys() | shaped.keys()) if shaped else sorted(spans):
         line += block.count(b"\n", last, start)
         last = start
+        m = shaped.get(start)
+        if m is not None:
+            shapes.add(scan, line, m)
+            continue
+        end = spans[start]
         if end - start > max_line:
             scan.add_long_line(line, offset + start, end - start)
         else:
@@ -133,13 +168,14 @@ def scan_range(path: str, begin: int, end: int, max_line: Optional[int] = None,
     the evidence items held (default trainlines.KEEP), the rest counted as dropped."""
     max_line = max_line or MAX_LINE
     scan = LogScan(keep=keep)
+    shapes = Shapes()
     line = 1
 
     def take(block: bytes, offset: int, size: Optional[int] = None) -> None:
         nonlocal line
         size = len(block) if size is None else size
         if size:
-            line += _scan_block(scan, block, size, line, offset, max_line) + (block[size - 1] != 10)
+            line += _scan_block(scan, shapes, block, size, line, offset, max_line) + (block[size - 1] != 10)
 
     def long_line(offset: int, length: int) -> None:
         nonlocal line

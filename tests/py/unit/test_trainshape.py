@@ -1,0 +1,128 @@
+"""A rank's line taken by its shape (trainshape.py) gives the evidence the whole-line parser
+gives, on every shape, on hostile fields and under a small evidence budget; lines the shapes
+must not take (alarm words, odd prefixes, extra fields) are left to the parser."""
+import random
+
+import pytest
+from twgrpo.formats import trainlines, trainlog, trainshape
+
+PREFIX = "\x1b[36m(WorkerDict pid=4242, ip=10.0.0.7)\x1b[0m "
+HEAD = "node-7:4242:4250 [3] NCCL INFO "
+SHAPES = {
+    "init-start": HEAD + "ncclCommInitRankConfig comm 0x5f3a rank 11 nranks 16 cudaDev 3 nvmlDev 3 "
+                         "busId 3B000 commId 0x9e2d44a1 - Init START",
+    "init-complete": HEAD + "ncclCommInitRankConfig comm 0x5f3a rank 11 nranks 16 cudaDev 3 nvmlDev 3 "
+                            "busId 3B000 commId 0x9e2d44a1 - Init COMPLETE",
+    "ib-disable": HEAD + "NCCL_IB_DISABLE set by environment to 0.",
+    "network": HEAD + "Using network IB",
+    "ib-devices": HEAD + "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [RO]; OOB eth0:10.0.0.7<0>",
+    "socket": HEAD + "NET/Socket : Using [0]eth0:10.0.0.7<0> [1]ib0:10.1.0.7<0>",
+    "gloo": "[/pytorch/third_party/gloo/gloo/transport/tcp/context.cc:243] INFO Rank 11 is connected "
+            "to 15. Expected number of connected peers is: 15",
+}
+HOSTILE = [  # each must be left to the parser, or parsed the same way by both
+    PREFIX + SHAPES["init-start"].replace("node-7", "memory-7"),
+    PREFIX + SHAPES["init-start"].replace("ncclCommInitRankConfig", "ncclInvalidUsage"),
+    PREFIX + SHAPES["ib-devices"] + " Error",
+    PREFIX + SHAPES["ib-devices"] + " h:1:2 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1",
+    PREFIX + SHAPES["socket"] + " x:9:9 [0] NCCL INFO Using network Socket",
+    PREFIX + SHAPES["gloo"].replace("/pytorch/", "/Traceback/"),
+    PREFIX + SHAPES["network"].replace("IB", "Killed"),
+    PREFIX + SHAPES["ib-disable"].replace("0.", "Errno."),
+    PREFIX + SHAPES["init-start"].replace("node-7", "nöde-7"),
+    PREFIX + SHAPES["init-start"] + " localSize 8",
+    PREFIX + SHAPES["network"] + "\r",
+    PREFIX + " " + SHAPES["network"],
+    PREFIX.replace("\x1b[0m", "\x1b[39m") + SHAPES["network"],
+    "\x1b[1m\x1b[36m(WorkerDict pid=4242)\x1b[0m" + SHAPES["network"],
+    "(pid=77) " + SHAPES["ib-disable"],
+    "(TaskRunner pid=1) " + SHAPES["gloo"],
+    "tail text " + PREFIX + SHAPES["network"],
+    PREFIX + SHAPES["ib-disable"].replace("0.", "1" * 70 + "."),
+    PREFIX + SHAPES["init-start"].replace("- Init START", "- Init START - Init COMPLETE"),
+]
+
+
+def scan_lines(tmp_path, lines, name="training.log", **options):
+    path = tmp_path / name
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
+    return trainlog.scan_range(str(path), 0, path.stat().st_size, **options)
+
+
+def unshaped(tmp_path, lines, monkeypatch, **options):
+    """The same scan with no line taken by its shape: every candidate through the parser."""
+    with monkeypatch.context() as patch:
+        patch.setattr(trainshape.Shapes, "find", lambda self, block, size, max_line: {})
+        return scan_lines(tmp_path, lines, name="unshaped.log", **options)
+
+
+def line_by_line(lines, keep=None):
+    scan = trainlines.LogScan(keep=keep)
+    for number, line in enumerate(lines, 1):
+        trainlines._parse_line(scan, number, line)
+    scan.lines = len(lines)
+    return scan
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_each_shape_is_taken_and_gives_what_the_parser_gives(tmp_path, shape):
+    lines = ["first line", PREFIX + SHAPES[shape], "last line"]
+    block = ("\n".join(lines) + "\n").encode()
+    assert list(trainshape.Shapes().find(block, len(block), trainlog.MAX_LINE)) == [len(lines[0]) + 1]
+    assert scan_lines(tmp_path, lines) == line_by_line(lines)
+
+
+@pytest.mark.parametrize("line", HOSTILE)
+def test_hostile_fields_give_what_the_parser_gives(tmp_path, monkeypatch, line):
+    lines = ["first line", line, PREFIX + SHAPES["network"]]
+    assert scan_lines(tmp_path, lines) == unshaped(tmp_path, lines, monkeypatch)
+
+
+@pytest.mark.parametrize("line", HOSTILE[:8])
+def test_a_field_holding_an_alarm_word_or_a_second_head_is_left_to_the_parser(line):
+    block = ("first\n" + line + "\n").encode()
+    assert trainshape.Shapes().find(block, len(block), trainlog.MAX_LINE) == {}
+
+
+def test_shaped_and_parsed_lines_share_a_small_budget_in_line_order(tmp_path, monkeypatch):
+    lines = []
+    for rank in range(40):
+        for shape in sorted(SHAPES):
+            lines.append(PREFIX + SHAPES[shape].replace("rank 11", f"rank {rank}").replace("Rank 11", f"Rank {rank}")
+                         .replace("node-7:4242", f"node-{rank}:{4000 + rank}"))
+        lines.append(HOSTILE[rank % len(HOSTILE)])
+        lines.append(f"training/global_step:{rank}")
+    for keep in (7, 50, 200, None):
+        assert scan_lines(tmp_path, lines, keep=keep) == unshaped(tmp_path, lines, monkeypatch, keep=keep), keep
+
+
+def test_an_over_long_shaped_line_is_counted_as_long(tmp_path):
+    lines = ["first", PREFIX + SHAPES["ib-devices"], PREFIX + SHAPES["network"]]
+    assert scan_lines(tmp_path, lines, max_line=120).long_count == 1
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_mutated_lines_give_what_the_parser_gives(tmp_path, monkeypatch, seed):
+    """Random edits of every shape: inserted, dropped and swapped bytes from the characters
+    that decide a shape (separators, colour codes, alarm words, non-ASCII). The reference is
+    the scan without shapes: a keyword broken by a colour code is missed by both alike."""
+    rng = random.Random(seed)
+    pieces = [" ", ":", ".", "]", "[", ")", "\x1b[0m", "\t", "\r", "é", "Error", "memory", "NCCL INFO ",
+              "0x1f", "7", "\n", "COMPLETE", "Init "]
+    lines = ["first"]
+    for _ in range(400):
+        line = PREFIX + SHAPES[rng.choice(sorted(SHAPES))]
+        for _ in range(rng.randrange(0, 3)):
+            at = rng.randrange(len(line) + 1)
+            edit = rng.randrange(3)
+            if edit == 0:
+                line = line[:at] + rng.choice(pieces) + line[at:]
+            elif edit == 1:
+                line = line[:at] + line[at + rng.randrange(1, 4):]
+            else:
+                line = line[:at] + line[at:at + 2][::-1] + line[at + 2:]
+        lines.extend(line.split("\n"))
+    shaped = trainshape.Shapes().find(("\n".join(lines) + "\n").encode(), 1 << 30, trainlog.MAX_LINE)
+    assert len(shaped) > 100  # many lines keep their shape: the comparison is not empty
+    assert scan_lines(tmp_path, lines) == unshaped(tmp_path, lines, monkeypatch)
+    assert scan_lines(tmp_path, lines, keep=300) == unshaped(tmp_path, lines, monkeypatch, keep=300)

@@ -1,0 +1,113 @@
+"""The lines that fill a large run's log, taken a block at a time by their shape.
+
+At thousands of ranks nearly every line the log pass must read is one of seven that each rank
+prints once: its NCCL init START and COMPLETE, IB_DISABLE, the network NCCL chose, the NET/IB or
+NET/Socket devices, and Gloo's count of connected peers, each behind Ray's actor prefix. Parsing
+each one whole (trainlines._parse_line) costs about ten microseconds; here one pattern finds
+them where they lie in the block, in C, and each match gives its fields directly. The keyword
+search then reads only the rest of the block.
+
+A shaped line gives exactly the evidence _parse_line gives for it
+(tests/py/unit/test_trainshape.py compares the two on every shape and on hostile fields). Lines
+this module does not take (other prefixes or colour codes, extra fields, a field outside its
+plain ASCII form, a line holding an alarm word, one longer than the pass's line limit) are left
+to _parse_line, so the shapes decide only speed, never a verdict.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Tuple
+
+from .trainlines import ALARM_WORDS, IB_DEV, SOCKET_IF, InitEvent, LogScan
+
+_PRINTABLE = rb"[!-9;-~]"  # printable ASCII but the colon: a host, as NCCL's head writes it
+# A shaped line: the newline before it, colour codes, Ray's actor prefix, then one of the
+# rank's lines to the end of the line. Starting at a newline gives the search a literal to look
+# for and the match its line's start. Numbered groups (m.groups() is one call; m.lastindex,
+# the last group that took part, names the kind): see the indices below.
+SHAPED = re.compile(
+    rb"\n(?:\x1b\[[0-9;]{0,32}[A-Za-z])*"
+    rb"\((?:[A-Za-z_][\w.]{0,200} )?pid=(\d{1,10})(?:, ip=[!-(*-~]{1,255})?\)(?:\x1b\[0m)? ?(?:"
+    rb"(" + _PRINTABLE + rb"{1,255}):(\d{1,10}):\d{1,10} \[\d{1,4}\] NCCL INFO (?:"
+    rb"(\w{1,64}) comm 0x[0-9a-fA-F]{1,16} rank (\d{1,9}) n[Rr]anks (\d{1,9}) "
+    rb"cudaDev (\d{1,4}) nvmlDev (\d{1,4}) busId ([0-9a-fA-F]{1,16}) "
+    rb"commId (0x[0-9a-fA-F]{1,16}) - Init (START|COMPLETE)"
+    rb"|NCCL_IB_DISABLE set by environment to ([!-\-/-~]{1,64})\.?"
+    rb"|Using network (\w{1,64})"
+    rb"|NET/IB : Using ([ -~]{0,4096})"
+    rb"|NET/Socket : Using ([ -~]{0,4096}))"
+    rb"|\[([!-\\^-~]{1,512})\] INFO Rank (\d{1,9}) is connected to (\d{1,9})\. "
+    rb"Expected number of connected peers is: (\d{1,9}))(?=\n)")
+PPID, HOST, PID, FN, RANK, NRANKS, CUDA, NVML, BUS, COMMID, PHASE, IB, NET, IBDEVS, IFS, GPATH, GRANK, \
+    PEERS, EXPECTED = range(19)  # in m.groups()
+# The kind of line (m.lastindex, counted from 1) -> the group of its free text, checked for alarms
+FREE = {PHASE + 1: FN, IB + 1: IB, NET + 1: NET, IBDEVS + 1: IBDEVS, IFS + 1: IFS, EXPECTED + 1: GPATH}
+# A field holding one of these is left to _parse_line: an alarm word makes it judge the line
+# for fatal markers and causes, and a second NCCL head inside a NET line's device list would
+# let one of its other patterns match first.
+_ALARMS = tuple(word.encode() for word in ALARM_WORDS) + (b"NCCL INFO",)
+_MEMO_MOST = 1 << 16  # distinct field texts remembered; past it each is checked anew
+
+
+class Shapes:
+    """Shaped lines of one block, found before the keyword search; memos of field texts
+    (alarm-free or not, devices a NET line names) last across blocks."""
+
+    def __init__(self) -> None:
+        self._clean: Dict[bytes, bool] = {}
+        self._devices: Dict[Tuple[str, bytes], List[str]] = {}
+
+    def _is_clean(self, text: bytes) -> bool:
+        clean = self._clean.get(text)
+        if clean is None:
+            clean = not any(word in text for word in _ALARMS)
+            if len(self._clean) < _MEMO_MOST:
+                self._clean[text] = clean
+        return clean
+
+    def find(self, block: bytes, size: int, max_line: int) -> Dict[int, Tuple[int, tuple]]:
+        """{line start: (kind, fields)} of the shaped lines of block[:size] (the first line
+        aside: no newline before it), each of at most max_line bytes and free of alarm words."""
+        found: Dict[int, Tuple[int, tuple]] = {}
+        clean = self._clean
+        for m in SHAPED.finditer(block, 0, size):
+            start = m.start() + 1
+            if m.end() - start > max_line:
+                continue
+            kind, fields = m.lastindex, m.groups()
+            host, free = fields[HOST], fields[FREE[kind]]
+            if (host is None or clean.get(host) or self._is_clean(host)) and \
+                    (clean.get(free) or self._is_clean(free)):
+                found[start] = (kind, fields)
+        return found
+
+    def devices(self, kind: str, text: bytes) -> List[str]:
+        key = (kind, text)
+        known = self._devices.get(key)
+        if known is None:
+            body = text.decode("ascii")
+            known = ([i["ip"] for i in SOCKET_IF.finditer(body)] if kind == "ifs" else
+                     ["%s:%s/%s" % d.group("dev", "port", "link") for d in IB_DEV.finditer(body)])
+            if len(self._devices) < _MEMO_MOST:
+                self._devices[key] = known
+        return known
+
+    def add(self, scan: LogScan, number: int, shaped: Tuple[int, tuple]) -> None:
+        """What _parse_line adds for this line, line ``number``."""
+        kind, f = shaped
+        if kind == EXPECTED + 1:
+            scan.add_gloo((int(f[PPID]), int(f[GRANK])), (int(f[PEERS]), int(f[EXPECTED])))
+            return
+        key = (f[HOST].decode("ascii"), int(f[PID]))
+        if kind == PHASE + 1:
+            event = InitEvent(key[0], key[1], int(f[CUDA]), int(f[NVML]), f[BUS].decode("ascii").lower(),
+                              int(f[NRANKS]), int(f[PPID]), number)
+            scan.add_init((f[COMMID].decode("ascii").lower(), int(f[RANK])), f[PHASE].decode("ascii"), event)
+        elif kind == IB + 1:
+            scan.add_transport(key, ib=f[IB].decode("ascii"))
+        elif kind == NET + 1:
+            scan.add_transport(key, network=f[NET].decode("ascii"))
+        elif kind == IBDEVS + 1:
+            scan.add_transport(key, ib_devices=self.devices("ibdevs", f[IBDEVS]))
+        else:
+            scan.add_transport(key, ips=self.devices("ifs", f[IFS]))
