@@ -273,7 +273,7 @@ def main(argv=None) -> int:
         if args.fault == "block-peer":
             isolated = block_peer(cluster, per)
         if args.fault == "hang":
-            hang_after_step_1(cluster, storage / "runs/verl/two-worker-grpo" / run_id, stop)
+            hang_after_step_1(cluster, RunFolder.at(storage, run_id).path, stop)
         command = subprocess.run([sys.executable, str(REPO / "prep" / "bundle.py"), "driver-command",
                                   str(storage), "--profile", args.profile, "--run-id", run_id,
                                   "--bundle-dir", str(BUNDLE_REL)],
@@ -285,7 +285,7 @@ def main(argv=None) -> int:
         output = out.stdout + out.stderr
         (args.smoke_dir / f"{run_id}.driver-output.log").write_text(output)
         print(output[-4000:])
-        run = storage / "runs/verl/two-worker-grpo" / run_id
+        run = RunFolder.at(storage, run_id).path
         kept = args.smoke_dir / "runs" / run_id
         if run.is_dir():
             kept.parent.mkdir(parents=True, exist_ok=True)

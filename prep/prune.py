@@ -26,10 +26,9 @@ from typing import Dict, List
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from prep import bundle_layout  # noqa: E402
 from twgrpo.formats import bounded  # noqa: E402
-from twgrpo.run import heartbeat, runrecord  # noqa: E402
+from twgrpo.run import heartbeat, runfolder, runrecord  # noqa: E402
 from twgrpo.run.findings import say_usage, usage  # noqa: E402
 
-RUNS_REL = "runs/verl/two-worker-grpo"
 MAX_RUNS = 100_000  # run folders read; past that the tool refuses rather than guess
 
 
@@ -47,7 +46,7 @@ def installed(parent: Path) -> List[Path]:
 def needed_by_runs(prep_root: Path) -> Dict[str, List[str]]:
     """version -> reasons, from every run.json under runs/ (and each run's heartbeat)."""
     reasons: Dict[str, List[str]] = {}
-    runs = prep_root / RUNS_REL
+    runs = runfolder.runs_dir(prep_root)
     folders = sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
     if len(folders) > MAX_RUNS:
         raise usage("GEN-E130", None, f"{len(folders)} run folders under {runs}: more than "

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from prep import jobspec, outcome, precheck, progress, site  # noqa: E402
 from prep.jobs_api import TERMINAL, JobsClient, JobsError, TooLarge, parse_address  # noqa: E402
 from twgrpo.run.findings import UsageError, usage  # noqa: E402
+from twgrpo.run.runfolder import RunFolder  # noqa: E402
 from twgrpo.run.profile import DEFAULT_PROFILE  # noqa: E402
 
 PROG = "submit"
@@ -51,7 +52,7 @@ def say_error(exc: Exception) -> None:
 
 
 def run_folder(storage_root: str, run_id: str) -> str:
-    return f"{storage_root.rstrip('/')}/runs/verl/two-worker-grpo/{run_id}"
+    return str(RunFolder.at(storage_root, run_id))
 
 
 def verdict_code(info: dict) -> int:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from prep import bundle, prune
-from twgrpo.run.runfolder import NAME
+from twgrpo.run.runfolder import NAME, runs_dir
 HEARTBEAT = NAME.heartbeat_json
 
 VERSIONS = [f"bundle-{n:012x}" for n in range(1, 7)]  # oldest first
@@ -28,7 +28,7 @@ def volume(tmp_path):
 
 
 def run(volume, name, version, alive=False):
-    folder = volume / prune.RUNS_REL / name
+    folder = runs_dir(volume) / name
     folder.mkdir(parents=True)
     (folder / "run.json").write_text(json.dumps({"run_id": name, "bundle_version": version}))
     if alive:
@@ -40,7 +40,7 @@ def run(volume, name, version, alive=False):
 def test_prune_keeps_the_newest_and_every_version_a_run_names_or_uses(volume, capsys):
     run(volume, "exp-1", VERSIONS[0])            # a finished run names the oldest
     run(volume, "exp-2", VERSIONS[2], alive=True)  # a live run uses another
-    (volume / prune.RUNS_REL / "broken").mkdir()  # a folder without run.json names nothing
+    (runs_dir(volume) / "broken").mkdir()  # a folder without run.json names nothing
     assert prune.main(["--prep-root", str(volume), "--keep", "2"]) == 0
     out = capsys.readouterr().out
     left = sorted(p.name for p in (volume / bundle.BUNDLES_REL).iterdir() if p.name != "LATEST")

@@ -54,6 +54,20 @@ def test_the_run_folders_file_names_are_written_in_runfolder_only():
     assert {path: hits for path, hits in found.items() if hits} == {}
 
 
+def runs_layout_literals(source: str):
+    """(line, text) of string constants that spell where run folders live under a storage root:
+    a path's piece, not a message or a docstring that names the place (those hold spaces)."""
+    return [(n.lineno, n.value) for n in _constants(ast.parse(source))
+            if "runs/verl/two-worker-grpo" in n.value and not re.search(r"\s", n.value)]
+
+
+def test_where_run_folders_live_is_written_in_runfolder_only():
+    found = {str(p.relative_to(REPO)): runs_layout_literals(p.read_text()) for p in SOURCES if p != OWNER}
+    assert {path: hits for path, hits in found.items() if hits} == {}
+    assert runs_layout_literals('f"{root}/runs/verl/two-worker-grpo/{run_id}"\n') == \
+        [(1, "/runs/verl/two-worker-grpo/")]
+
+
 def test_run_json_is_read_by_runrecord_only():
     found = {str(p.relative_to(REPO)): run_json_reads(p.read_text()) for p in SOURCES if p != READER}
     assert {path: hits for path, hits in found.items() if hits} == {}

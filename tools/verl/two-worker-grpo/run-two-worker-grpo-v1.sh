@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=36437bc29b3e9a782a9356cf2c07f720e13682c9c01d09d4df8b7cea71ed8ba0
+readonly BUNDLE_SUMS_SHA256=1bb5af6a438f5859fb8097ed21ae4fff7c97a8192e795da86bd2fbeac1cbf818
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..run.humane import duration, number, size
 from ..run.profile_keys import DEFAULTS
+from ..run.runfolder import runs_dir
 from .runview import RunView
 
 # The order a difference is named in: the first aspect that differs heads the headline.
@@ -78,7 +79,7 @@ def normalize(text: str, view: RunView) -> str:
         root = root.rstrip("/")
         recorded = view.run.get("run_id")  # a copied folder keeps the paths its run wrote
         for run_id in {view.run_id, recorded if isinstance(recorded, str) and recorded else view.run_id}:
-            text = text.replace(f"{root}/runs/verl/two-worker-grpo/{run_id}", "<run folder>")
+            text = text.replace(str(runs_dir(root) / run_id), "<run folder>")
             # the NCCL debug pipe: node-local, named by the run (the launcher's TORCH_NCCL_DEBUG_INFO_PIPE_FILE)
             text = text.replace(f"twgrpo-nccl-{run_id}-rank_", "twgrpo-nccl-<RUN_ID>-rank_")
         text = text.replace(root, "<storage>")
