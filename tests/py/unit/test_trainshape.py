@@ -126,3 +126,15 @@ def test_mutated_lines_give_what_the_parser_gives(tmp_path, monkeypatch, seed):
     assert len(shaped) > 100  # many lines keep their shape: the comparison is not empty
     assert scan_lines(tmp_path, lines) == unshaped(tmp_path, lines, monkeypatch)
     assert scan_lines(tmp_path, lines, keep=300) == unshaped(tmp_path, lines, monkeypatch, keep=300)
+
+
+def test_the_memos_stay_small_on_a_log_of_distinct_long_fields(tmp_path):
+    """Hosts and device lists repeat in a real log; a hostile one makes each distinct and long."""
+    shapes = trainshape.Shapes()
+    lines = ["first"] + [PREFIX + HEAD + "NET/IB : Using " + f"[{i % 9}]mlx5_{i}:1/IB " * 60
+                         for i in range(trainshape.MEMO_MOST + 500)]
+    block = ("\n".join(lines) + "\n").encode()
+    assert len(shapes.find(block, len(block), trainlog.MAX_LINE)) == len(lines) - 1
+    held = sum(len(text) for text in shapes._clean) + sum(len(text) for _, text in shapes._devices)
+    assert len(shapes._clean) <= trainshape.MEMO_MOST
+    assert held <= 2 * trainshape.MEMO_MOST * trainshape.MEMO_TEXT

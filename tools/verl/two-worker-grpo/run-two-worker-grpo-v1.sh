@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=1bb5af6a438f5859fb8097ed21ae4fff7c97a8192e795da86bd2fbeac1cbf818
+readonly BUNDLE_SUMS_SHA256=225b784b52ae666e2a072a77529949384a8fa3484b9d4d14b0989896f8e2f024
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -46,7 +46,9 @@ FREE = {PHASE + 1: FN, IB + 1: IB, NET + 1: NET, IBDEVS + 1: IBDEVS, IFS + 1: IF
 # for fatal markers and causes, and a second NCCL head inside a NET line's device list would
 # let one of its other patterns match first.
 _ALARMS = tuple(word.encode() for word in ALARM_WORDS) + (b"NCCL INFO",)
-_MEMO_MOST = 1 << 16  # distinct field texts remembered; past it each is checked anew
+# Field texts remembered (hosts, device lists repeat rank after rank): at most MEMO_MOST of at
+# most MEMO_TEXT bytes each, about 2 MiB in all on any log; any other text is checked anew.
+MEMO_MOST, MEMO_TEXT = 8192, 256
 
 
 class Shapes:
@@ -61,7 +63,7 @@ class Shapes:
         clean = self._clean.get(text)
         if clean is None:
             clean = not any(word in text for word in _ALARMS)
-            if len(self._clean) < _MEMO_MOST:
+            if len(self._clean) < MEMO_MOST and len(text) <= MEMO_TEXT:
                 self._clean[text] = clean
         return clean
 
@@ -88,7 +90,7 @@ class Shapes:
             body = text.decode("ascii")
             known = ([i["ip"] for i in SOCKET_IF.finditer(body)] if kind == "ifs" else
                      ["%s:%s/%s" % d.group("dev", "port", "link") for d in IB_DEV.finditer(body)])
-            if len(self._devices) < _MEMO_MOST:
+            if len(self._devices) < MEMO_MOST and len(text) <= MEMO_TEXT:
                 self._devices[key] = known
         return known
 
