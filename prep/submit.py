@@ -52,7 +52,7 @@ def say_error(exc: Exception) -> None:
 
 
 def run_folder(storage_root: str, run_id: str) -> str:
-    return str(RunFolder.at(storage_root, run_id))
+    return str(RunFolder.at(storage_root, run_id).path)
 
 
 def verdict_code(info: dict) -> int:
