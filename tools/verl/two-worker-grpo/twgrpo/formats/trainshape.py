@@ -26,7 +26,7 @@ _PRINTABLE = rb"[!-9;-~]"  # printable ASCII but the colon: a host, as NCCL's he
 # for and the match its line's start. Numbered groups (m.groups() is one call; m.lastindex,
 # the last group that took part, names the kind): see the indices below.
 SHAPED = re.compile(
-    rb"\n(?:\x1b\[[0-9;]{0,32}[A-Za-z])*"
+    rb"\n(?:\x1b\[[0-9;]{0,32}[A-Za-z]){0,8}"  # a bounded repeat: no backtracking stack per code
     rb"\((?:[A-Za-z_][\w.]{0,200} )?pid=(\d{1,10})(?:, ip=[!-(*-~]{1,255})?\)(?:\x1b\[0m)? ?(?:"
     rb"(" + _PRINTABLE + rb"{1,255}):(\d{1,10}):\d{1,10} \[\d{1,4}\] NCCL INFO (?:"
     rb"(\w{1,64}) comm 0x[0-9a-fA-F]{1,16} rank (\d{1,9}) n[Rr]anks (\d{1,9}) "
