@@ -138,3 +138,16 @@ def test_the_memos_stay_small_on_a_log_of_distinct_long_fields(tmp_path):
     held = sum(len(text) for text in shapes._clean) + sum(len(text) for _, text in shapes._devices)
     assert len(shapes._clean) <= trainshape.MEMO_MOST
     assert held <= 2 * trainshape.MEMO_MOST * trainshape.MEMO_TEXT
+
+
+def test_a_block_long_line_of_colour_codes_is_searched_in_small_memory():
+    """An unbounded repeat of colour codes kept a backtracking record per code (356 MiB here)."""
+    import tracemalloc
+    block = b"x\n" + b"\x1b[m" * 2_800_000 + b"Z\n"
+    tracemalloc.start()
+    try:
+        assert trainshape.Shapes().find(block, len(block), trainlog.MAX_LINE) == {}
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak

@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=f7c4f01ce5750dd3b48ed9a59fb6bba23435fc0d7ae771ae1dce93396089843c
+readonly BUNDLE_SUMS_SHA256=a3767ea4e794b39455dcd0394b51b426474b26e752072e36213dfbd03d53ee2d
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -130,7 +130,7 @@ def _scan_block(scan: LogScan, shapes: Shapes, block: bytes, size: int, first_li
     for start, end in _long_lines(block, size, max_line):
         spans[start] = end
     line, last = first_line, 0
-    for start in sorted(spans.keys() | shaped.keys()) if shaped else sorted(spans):
+    for start in sorted(spans.keys() | shaped.keys()):
         line += block.count(b"\n", last, start)
         last = start
         m = shaped.get(start)
