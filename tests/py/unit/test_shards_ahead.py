@@ -78,20 +78,22 @@ def test_a_short_runs_rollouts_are_read_by_the_workers_with_the_same_findings(pa
 
     def ctx(started):
         made = types.SimpleNamespace(profile=profile, run_dir=run, steps=3, first_step=1,
-                                     evidence={}, ahead=started, rollouts_ahead={})
-        made.rollouts_ahead = rollouts.start_ahead(made)
+                                     evidence={}, ahead=started, rollouts_ahead=None)
+        made.rollouts_ahead = rollouts.start_ahead(made, started.submit if started else None)
         return made
 
     here, there = ctx(None), ctx(ahead.Ahead(paths, 2))
-    assert here.rollouts_ahead == {} and sorted(there.rollouts_ahead) == [1, 2, 3]
+    assert here.rollouts_ahead is None and all(task.handed() for task in there.rollouts_ahead.tasks)
+    for task in there.rollouts_ahead.tasks:
+        task.future.result()  # answered by the workers (after the shards) before the check comes
     found = [(f.id, f.obj, f.message) for f in rollouts.check_rollouts(here)]
     assert [(f.id, f.obj, f.message) for f in rollouts.check_rollouts(there)] == found
+    assert not any(task.taken_back for task in there.rollouts_ahead.tasks)  # the workers' answers
     assert here.evidence == there.evidence
     assert {fid for fid, _, _ in found} == {"POST-E018", "POST-E019", "POST-E020"}  # 3.jsonl: missing
-    lost = Future()  # the worker that read 2.jsonl was killed: read here instead
+    lost = Future()  # the worker that read them was killed: read here instead
     lost.set_exception(BrokenProcessPool("a worker was killed"))
-    there.rollouts_ahead[2] = lost
+    there.rollouts_ahead = rollouts.start_ahead(there, lambda *args: lost)
     assert [(f.id, f.obj, f.message) for f in rollouts.check_rollouts(there)] == found
     there.ahead.check_files(paths)
-    longer = types.SimpleNamespace(ahead=there.ahead, steps=rollouts.AHEAD_STEPS + 1, first_step=1)
-    assert rollouts.start_ahead(longer) == {}
+    assert rollouts.start_ahead(there, there.ahead.submit) is None  # the workers are done

@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import audit, health, launcher_records, placement, rollouts, stopped, validation
+from . import audit, health, launcher_records, placement, readahead, rollouts, stopped, validation
 from ..checkpoint import checkpoint, fanout, shards
 from ..resume import resumed
 from ..watch import stall
@@ -44,7 +44,8 @@ class PostflightContext:
     fan_out: bool = False  # in-job: shard checks spread over the Ray cluster (fanout.py)
     stop: Any = None     # a PREEMPTED run's stop (stopped.py): judged up to its checkpoint
     ahead: Any = None    # the shard check, begun before the first check (checkpoint/ahead.py)
-    rollouts_ahead: Dict[int, Any] = dataclasses.field(default_factory=dict)  # rollouts.start_ahead
+    rollouts_ahead: Any = None  # the rollout files read by worker processes (rollouts.start_ahead)
+    scalars_ahead: Any = None  # the event files read by a worker process (readahead.Task)
     _scan: Optional[trainlog.LogScan] = None
     _preflight: Optional[Dict[str, Any]] = None
     _scalars: Optional[Dict[Any, tfevents.Scalars]] = None
@@ -55,16 +56,27 @@ class PostflightContext:
         keep_step). Every view the checks ask for is read in one pass over the event files, the
         first time one is asked for: a 100,000-step file is read once, not three times."""
         if self._scalars is None:
-            p = self.profile
-            views: List[tfevents.View] = [(REQUIRED_SCALARS, self.steps), (health.TAGS, None)]
-            if p.TEST_FREQ >= 0 or p.VAL_BEFORE_TRAIN == "true" or self.lineage is not None:
-                views.append((None, None))  # validation's and a resumed run's: every tag
-            loaded = tfevents.load_views(RunFolder(self.run_dir).tensorboard, views)
+            views = self.scalar_views()
+            if self.scalars_ahead is not None:  # a worker reads them: read rollouts meanwhile
+                while not self.scalars_ahead.take(wait=False) and self.rollouts_ahead is not None \
+                        and self.rollouts_ahead.take_back_one():
+                    pass
+                loaded = self.scalars_ahead.answer()
+            else:
+                loaded = tfevents.load_views(RunFolder(self.run_dir).tensorboard, views)
             self._scalars = {view: scalars for view, scalars in zip(views, loaded)}
         if (keep, keep_step) not in self._scalars:
             self._scalars[(keep, keep_step)] = tfevents.load_scalars(
                 RunFolder(self.run_dir).tensorboard, keep, keep_step)
         return self._scalars[(keep, keep_step)]
+
+    def scalar_views(self) -> List[tfevents.View]:
+        """The views of the scalars the checks ask for (scalars())."""
+        p = self.profile
+        views: List[tfevents.View] = [(REQUIRED_SCALARS, self.steps), (health.TAGS, None)]
+        if p.TEST_FREQ >= 0 or p.VAL_BEFORE_TRAIN == "true" or self.lineage is not None:
+            views.append((None, None))  # validation's and a resumed run's: every tag
+        return views
 
     @property
     def steps(self) -> int:
@@ -254,6 +266,30 @@ CHECKS = [
 ]
 
 
+def _start_reads_ahead(ctx: PostflightContext) -> Optional[readahead.Workers]:
+    """The event files and the rollout files handed to worker processes (readahead.py): the
+    shard check's if it started some, else postflight's own for a long run or large event
+    files; returns the own ones, which the caller closes."""
+    event_bytes = 0
+    try:  # tfevents.load_views's files; one that cannot be read is its finding, not this
+        for path in RunFolder(ctx.run_dir).tensorboard.rglob("events.out.tfevents.*"):
+            event_bytes += path.stat().st_size if path.is_file() else 0
+    except OSError:
+        pass
+    steps = max(ctx.steps - ctx.first_step + 1, 0)
+    own, submit = None, None
+    if ctx.ahead is not None and ctx.ahead.run is not None:
+        submit = ctx.ahead.submit
+    else:
+        own = readahead.own_workers(steps, event_bytes, 1 + -(-steps // rollouts.CHUNK_STEPS))
+        submit = own.submit if own is not None else None
+    if submit is not None and event_bytes >= readahead.OWN_WORKERS_BYTES:
+        ctx.scalars_ahead = readahead.Task(submit, tfevents.load_views, RunFolder(ctx.run_dir).tensorboard,
+                                           ctx.scalar_views())
+    ctx.rollouts_ahead = rollouts.start_ahead(ctx, submit)
+    return own
+
+
 def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = None,
         world_size: Optional[int] = None, audit_only: bool = False, fan_out: bool = False) -> int:
     """Judge the run in folder. training_log: default the folder's; world_size: default the
@@ -268,9 +304,10 @@ def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = N
     ctx.lineage = resumed.lineage_in(run_dir)
     ctx.fan_out = fan_out
     ctx.stop = stopped.stop_point(run_dir)
+    own = None  # postflight's own worker processes (readahead.py), where the shard check has none
     if not ctx.fan_out:  # the shards are read in other processes while the other checks run
         ctx.ahead = checkpoint.start_ahead(run_dir, ctx.steps, world)
-        ctx.rollouts_ahead = rollouts.start_ahead(ctx)
+        own = _start_reads_ahead(ctx)
     header = (f"run {run_id}, profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
               f"{humane.plural(profile.TARGET_STEPS, 'step')}")
@@ -278,9 +315,13 @@ def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = N
     record = lambda: {"run_id": run_id, "profile": profile.to_json(),  # noqa: E731
                       "world_size": world, "target_steps": profile.TARGET_STEPS,
                       "evidence": ctx.evidence}
-    code, results = run_phase("postflight", header, CHECKS, ctx,
-                              None if audit_only or partial else folder.verification_json,
-                              record)
+    try:
+        code, results = run_phase("postflight", header, CHECKS, ctx,
+                                  None if audit_only or partial else folder.verification_json,
+                                  record)
+    finally:
+        if own is not None:
+            own.close()
     if audit_only or partial:
         if audit_only or code == 0:
             return audit.conclude(run_dir, code, results, audit_only)

@@ -7,12 +7,10 @@ from __future__ import annotations
 import json
 import math
 import os
-from concurrent.futures import CancelledError
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from . import rollout_shape
+from . import readahead, rollout_shape
 from ...formats import bounded, lines
 from ...run.findings import Finding, finding, mismatch
 from ...run.runfolder import RunFolder
@@ -148,34 +146,90 @@ def _rollout_file(path: Union[str, Path], step: int) -> Tuple[int, "_Notes", Lis
 
 
 LISTED_STEPS = 32  # steps listed one by one at each end of a long run; the rest are summed
-AHEAD_STEPS = 64  # a run of at most this many steps has its rollout files read ahead
+CHUNK_STEPS = 256  # steps a worker reads in one task
 
 
-def start_ahead(ctx) -> Dict[int, Any]:
-    """Each step's rollout file handed to the workers of the shard check started ahead
-    (checkpoint/ahead.py), to be read there while this process reads the log: step -> future,
-    or {} (read here, when asked) for a longer run or without those workers."""
-    if ctx.ahead is None or ctx.steps - ctx.first_step + 1 > AHEAD_STEPS:
-        return {}
-    futures = {}
-    for step in range(ctx.first_step, ctx.steps + 1):
-        future = ctx.ahead.submit(_rollout_file, RunFolder(ctx.run_dir).rollouts / f"{step}.jsonl", step)
-        if future is None:
-            return {}
-        futures[step] = future
-    return futures
+Judged = Tuple[List[Finding], Dict[str, Any], Dict[str, Any]]  # findings, listed steps, totals
 
 
-def _read(ctx, path: Path, step: int) -> Tuple[int, "_Notes", List[Finding], List[float]]:
-    """_rollout_file(path, step): its answer from a worker (start_ahead), or the call made here
-    when there is none or the worker was lost (an OSError from the worker is the file's own)."""
-    read = ctx.rollouts_ahead.get(step)
-    if read is not None:
+def _judge_steps(folder: str, first: int, last: int, expected: int, listed: Tuple[int, int]) -> Judged:
+    """check_rollouts's findings and records for steps first..last (a worker's task, or the
+    whole run here): the findings in step order, the steps listed one by one (those before
+    listed[0] or after listed[1], and every step with a finding), and the totals."""
+    found: List[Finding] = []
+    summary: Dict[str, Any] = {}
+    total: Dict[str, Any] = {"steps": 0, "rows": 0, "score_min": None, "score_max": None}
+    for step in range(first, last + 1):
+        path = f"{folder}{step}.jsonl"
         try:
-            return read.result()
-        except (BrokenProcessPool, CancelledError):
+            rows, bad, long_rows, low_high = _rollout_file(path, step)
+        except OSError as exc:
+            found.append(finding("POST-E018", path, f"cannot read: {exc.strerror}"))
+            continue
+        before = len(found)
+        if rows != expected:
+            found.append(mismatch("POST-E019", path, "rows (train_batch_size x rollout.n)",
+                                  expected, rows))
+        found += long_rows
+        if bad:
+            found.append(finding("POST-E020", path, f"{bad.count} bad rows: " + "; ".join(bad)))
+        total["steps"] += 1
+        total["rows"] += rows
+        if low_high:
+            total["score_min"] = low_high[0] if total["score_min"] is None else min(total["score_min"], low_high[0])
+            total["score_max"] = low_high[1] if total["score_max"] is None else max(total["score_max"], low_high[1])
+        if step < listed[0] or step > listed[1] or len(found) > before:
+            summary[str(step)] = {"rows": rows, "score_min": low_high[0] if low_high else None,
+                                  "score_max": low_high[1] if low_high else None}
+    return found, summary, total
+
+
+class ReadAhead:
+    """The rollout files judged by worker processes (readahead.py), CHUNK_STEPS steps a task,
+    while this process reads the log and the scalars. The check first takes back, from the
+    last, the tasks no worker has begun, so it reads from the end while they read from the
+    start; answers() then gives every task's answer in step order."""
+
+    def __init__(self, submit: Optional[readahead.Submit], *judged: Any) -> None:
+        folder, first, last, expected, listed = judged
+        self.tasks = [readahead.Task(submit, _judge_steps, folder, begin,
+                                     min(begin + CHUNK_STEPS - 1, last), expected, listed)
+                      for begin in range(first, last + 1, CHUNK_STEPS)]
+        self.back = len(self.tasks)  # the tasks from here on are answered or taken back
+
+    def take_back_one(self) -> bool:
+        """Judge here the last task no worker has begun; False when none is left (workers take
+        the tasks from the first, so the ones before a begun task are begun too)."""
+        while self.back > 0:
+            task = self.tasks[self.back - 1]
+            if not task.has and not task.take_back():
+                return False
+            self.back -= 1
+            if task.taken_back:
+                return True
+        return False
+
+    def answers(self) -> List[Judged]:
+        while self.take_back_one():
             pass
-    return _rollout_file(path, step)
+        return [task.answer() for task in self.tasks]
+
+
+def _judged(ctx) -> Tuple[Any, ...]:
+    """_judge_steps's arguments for the whole run."""
+    folder = os.path.join(str(RunFolder(ctx.run_dir).rollouts), "")  # a string: no Path a step
+    expected = ctx.profile.TRAIN_BATCH_SIZE * ctx.profile.ROLLOUT_N
+    first, last = ctx.first_step, ctx.steps
+    return folder, first, last, expected, (first + LISTED_STEPS, last - LISTED_STEPS)
+
+
+def start_ahead(ctx, submit: Optional[readahead.Submit]) -> Optional[ReadAhead]:
+    """The rollout files handed to worker processes through submit (readahead.py); None (no
+    workers, or no step): the check reads them here."""
+    if submit is None or ctx.steps < ctx.first_step:
+        return None
+    started = ReadAhead(submit, *_judged(ctx))
+    return started if any(task.handed() for task in started.tasks) else None
 
 
 def check_rollouts(ctx) -> List[Finding]:
@@ -183,33 +237,19 @@ def check_rollouts(ctx) -> List[Finding]:
     2 x LISTED_STEPS steps; a longer run's first and last LISTED_STEPS steps, every step with a
     finding, and one summary (rollouts_summary) of all, so the record grows with the problems,
     not with the steps."""
-    expected = ctx.profile.TRAIN_BATCH_SIZE * ctx.profile.ROLLOUT_N
-    found, summary = [], {}
-    first, last = ctx.first_step, ctx.steps
-    total = {"steps": 0, "rows": 0, "score_min": None, "score_max": None}
-    folder = os.path.join(str(RunFolder(ctx.run_dir).rollouts), "")  # a string: no Path a step
-    for step in range(ctx.first_step, ctx.steps + 1):
-        path = f"{folder}{step}.jsonl"
-        try:
-            rows, bad, long_rows, low_high = _read(ctx, path, step)
-        except OSError as exc:
-            found.append(finding("POST-E018", str(path), f"cannot read: {exc.strerror}"))
-            continue
-        before = len(found)
-        if rows != expected:
-            found.append(mismatch("POST-E019", str(path), "rows (train_batch_size x rollout.n)",
-                                  expected, rows))
-        found += long_rows
-        if bad:
-            found.append(finding("POST-E020", str(path), f"{bad.count} bad rows: " + "; ".join(bad)))
-        total["steps"] += 1
-        total["rows"] += rows
-        if low_high:
-            total["score_min"] = low_high[0] if total["score_min"] is None else min(total["score_min"], low_high[0])
-            total["score_max"] = low_high[1] if total["score_max"] is None else max(total["score_max"], low_high[1])
-        if step < first + LISTED_STEPS or step > last - LISTED_STEPS or len(found) > before:
-            summary[str(step)] = {"rows": rows, "score_min": low_high[0] if low_high else None,
-                                  "score_max": low_high[1] if low_high else None}
+    parts = (ctx.rollouts_ahead.answers() if ctx.rollouts_ahead is not None else
+             [_judge_steps(*_judged(ctx))])
+    found: List[Finding] = []
+    summary: Dict[str, Any] = {}
+    total: Dict[str, Any] = {"steps": 0, "rows": 0, "score_min": None, "score_max": None}
+    for part_found, part_summary, part_total in parts:
+        found += part_found
+        summary.update(part_summary)
+        total["steps"] += part_total["steps"]
+        total["rows"] += part_total["rows"]
+        for key, pick in (("score_min", min), ("score_max", max)):
+            if part_total[key] is not None:
+                total[key] = part_total[key] if total[key] is None else pick(total[key], part_total[key])
     ctx.evidence["rollouts"] = summary
     ctx.evidence["rollouts_summary"] = dict(total, listed=len(summary))
     return found

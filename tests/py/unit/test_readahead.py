@@ -1,0 +1,162 @@
+"""Postflight's long reads begun in worker processes (checks/postflight/readahead.py): the event
+files and a long run's rollout files are read by workers while postflight scans the log, and
+the checks find exactly what they find reading them themselves; a task no worker has begun is
+taken back and run here, a lost worker's task too."""
+import contextlib
+import io
+import json
+import os
+import types
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+
+import pytest
+import synthrun
+from twgrpo.checks.checkpoint import ahead
+from twgrpo.checks.postflight import postflight, readahead, rollouts
+from twgrpo.cli import main
+from twgrpo.run.profile import load_profile
+
+
+@pytest.fixture
+def workers():
+    made = readahead.Workers(2)
+    yield made
+    made.close()
+
+
+def never_begun(*args):
+    return Future()  # pending: no worker ever takes it, so it can be taken back
+
+
+def test_a_task_is_answered_by_its_worker_or_here(workers):
+    there = readahead.Task(workers.submit, os.getpid)
+    assert there.handed() and there.answer() != os.getpid() and not there.taken_back
+    waiting = readahead.Task(never_begun, os.getpid)
+    assert waiting.take_back() and waiting.taken_back and waiting.answer() == os.getpid()
+    assert not waiting.take_back()  # answered: nothing left to take back
+    lost = Future()
+    lost.set_exception(BrokenProcessPool("a worker was killed"))
+    assert readahead.Task(lambda *args: lost, os.getpid).answer() == os.getpid()
+    assert readahead.Task(None, os.getpid).answer() == os.getpid()
+    with pytest.raises(ValueError):  # the task's own error, as if it ran here
+        readahead.Task(workers.submit, int, "not a number").answer()
+
+
+def test_a_begun_task_is_not_taken_back_and_take_waits_only_when_asked():
+    begun = Future()
+    assert begun.set_running_or_notify_cancel()  # a worker is on it
+    task = readahead.Task(lambda *args: begun, os.getpid)
+    assert not task.take_back() and not task.take(wait=False)
+    begun.set_result(12345)
+    assert task.take(wait=False) and task.value == 12345 and not task.taken_back
+
+
+@pytest.fixture
+def long_run(tmp_path, monkeypatch):
+    """40 steps judged 4 a task: a missing file (7), too few rows (13), a bad row (22)."""
+    monkeypatch.setattr(rollouts, "CHUNK_STEPS", 4)
+    monkeypatch.setattr(rollouts, "LISTED_STEPS", 3)
+    folder = tmp_path / "run" / "rollouts"
+    folder.mkdir(parents=True)
+    profile = load_profile(None)
+    rows = profile.TRAIN_BATCH_SIZE * profile.ROLLOUT_N
+    for step in range(1, 41):
+        row = '{"input": "q", "output": "a", "score": %s, "step": %d}\n'
+        text = "".join(row % (step / 100 + i, step) for i in range(rows))
+        if step == 13:
+            text = row % (0.5, 13)
+        if step == 22:
+            text = text.replace('"score": 0.22', '"score": "high"')
+        if step != 7:
+            (folder / f"{step}.jsonl").write_text(text)
+    return types.SimpleNamespace(profile=profile, run_dir=tmp_path / "run", steps=40, first_step=1,
+                                 evidence={}, ahead=None, rollouts_ahead=None)
+
+
+def judged(ctx, submit):
+    ctx.evidence = {}
+    ctx.rollouts_ahead = rollouts.start_ahead(ctx, submit)
+    found = [(f.id, f.obj, f.message) for f in rollouts.check_rollouts(ctx)]
+    return found, ctx.evidence
+
+
+def test_a_long_runs_rollouts_judged_by_workers_are_the_checks_own(long_run, workers):
+    here = judged(long_run, None)
+    assert [(fid, obj.rsplit("/", 1)[1]) for fid, obj, _ in here[0]] == [
+        ("POST-E018", "7.jsonl"), ("POST-E019", "13.jsonl"), ("POST-E020", "22.jsonl")]
+    assert sorted(map(int, here[1]["rollouts"])) == [1, 2, 3, 13, 22, 38, 39, 40]
+    assert here[1]["rollouts_summary"]["score_max"] == pytest.approx(0.4 + 7)
+    assert judged(long_run, workers.submit) == here  # however the tasks fell to workers and here
+    started = rollouts.start_ahead(long_run, workers.submit)
+    for task in started.tasks:
+        task.future.result()  # every task answered by a worker before the check comes
+    long_run.rollouts_ahead, long_run.evidence = started, {}
+    assert [(f.id, f.obj, f.message) for f in rollouts.check_rollouts(long_run)] == here[0]
+    assert long_run.evidence == here[1] and not any(task.taken_back for task in started.tasks)
+    assert judged(long_run, never_begun) == here  # every task taken back, from the last
+    assert all(task.taken_back for task in long_run.rollouts_ahead.tasks)
+
+
+def test_the_check_takes_back_from_the_last_until_a_begun_task(long_run, workers):
+    handed = []
+
+    def first_half(fn, *args):  # the first five tasks to the workers, the rest never begun
+        handed.append(args)
+        return workers.submit(fn, *args) if len(handed) <= 5 else Future()
+
+    here = judged(long_run, None)
+    started = rollouts.start_ahead(long_run, first_half)
+    for task in started.tasks[:5]:
+        task.future.result()  # the workers are done with theirs
+    assert [started.take_back_one() for _ in range(6)] == [True] * 5 + [False]
+    assert [task.taken_back for task in started.tasks] == [False] * 5 + [True] * 5
+    long_run.rollouts_ahead, long_run.evidence = started, {}
+    assert [(f.id, f.obj, f.message) for f in rollouts.check_rollouts(long_run)] == here[0]
+    assert long_run.evidence == here[1]
+
+
+def _postflight(run, env):
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = main(["postflight", "--output-dir", str(run), "--profile", str(env)])
+    record = json.loads((run / "verification.json").read_text())
+    (run / "verification.json").unlink()
+    (run / "SUCCESS").unlink(missing_ok=True)
+    return code, record["evidence"], [c["status"] for c in record["checks"]]
+
+
+def test_postflight_reads_a_long_runs_scalars_and_rollouts_in_workers_of_its_own(tmp_path, monkeypatch):
+    run, env = synthrun.healthy_run(tmp_path, 2, 2, steps=40)
+    (run / "rollouts" / "9.jsonl").write_text("")  # a finding the workers must report too
+    alone = _postflight(run, env)
+    assert alone[0] == 1
+    monkeypatch.setattr(readahead, "OWN_WORKERS_STEPS", 10)
+    monkeypatch.setattr(readahead, "OWN_WORKERS_BYTES", 1)
+    monkeypatch.setattr(rollouts, "CHUNK_STEPS", 7)
+    monkeypatch.setattr(ahead, "workers", lambda jobs: 2)
+    seen = []
+    start = postflight._start_reads_ahead
+
+    def watched(ctx):
+        own = start(ctx)
+        seen.append((own, ctx.scalars_ahead.handed(), [t.handed() for t in ctx.rollouts_ahead.tasks]))
+        return own
+
+    monkeypatch.setattr(postflight, "_start_reads_ahead", watched)
+    assert _postflight(run, env) == alone
+    own, scalars, rollout_files = seen[0]
+    assert own is not None and own.pool is None  # started, and closed when postflight ended
+    assert scalars and rollout_files == [True] * 6  # 40 steps, 7 a task: all handed to workers
+
+
+def test_a_short_small_run_or_one_core_starts_no_workers(monkeypatch):
+    assert readahead.own_workers(readahead.OWN_WORKERS_STEPS - 1, readahead.OWN_WORKERS_BYTES - 1, 9) is None
+    monkeypatch.setattr(ahead, "workers", lambda jobs: 0)
+    assert readahead.own_workers(10 ** 6, 10 ** 9, 9) is None
+    monkeypatch.setattr(ahead, "workers", lambda jobs: 1)
+    started = readahead.own_workers(readahead.OWN_WORKERS_STEPS, 0, 9)
+    try:
+        assert started is not None and started.submit(abs, -3).result() == 3
+    finally:
+        started.close()
+    assert started.submit(abs, -3) is None  # closed: nothing handed, the caller runs it
