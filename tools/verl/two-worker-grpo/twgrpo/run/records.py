@@ -7,14 +7,13 @@ allows (0644 under the usual 022), so another user can read the run's records.
 """
 from __future__ import annotations
 
-import json
 import os
 import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..formats import bounded
+from ..formats import bounded, jsonlayout
 from .catalog import CATALOG
 
 
@@ -114,7 +113,7 @@ def _cannot(path: Path, exc: OSError) -> RecordError:
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` so that readers see the old file or the new one, never a torn one."""
     path = Path(path)
-    text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
+    text = jsonlayout.dumps(data) + "\n"  # indent=2's layout, long lists and objects at C speed
     write_text(path, text)
 
 
