@@ -40,6 +40,11 @@ CASES = {
     "scores of 19 and 20 digits": row().replace("0.5", "9" * 19) + "\n" + row().replace("0.5", "9" * 20) + "\n",
     "an exponent of 3 digits": row().replace("0.5", "1e300") + "\n",
     "an empty file": "",
+    # A raw newline inside a string ends the line: two lines, neither of them JSON.
+    "a raw newline inside the output": row().replace('"a"', '"a\nb"') + "\n",
+    "a raw newline inside the input": row().replace('"q"', '"q\nr"') + "\n",
+    "a raw newline inside another key": row().replace('"gts"', '"g\nts"') + "\n",
+    "a raw newline inside another value": row().replace('"5"', '"5\n"') + "\n",
 }
 SHAPED = {"good", "escaped quotes and backslashes", "the integer score -0 after 0.0", "-0.0 then 0.0",
           "no final newline", "an empty file"}

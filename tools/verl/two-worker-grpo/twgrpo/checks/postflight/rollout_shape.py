@@ -5,7 +5,7 @@ lays it out gets its row count and [min, max] score from a few passes of C code 
 None, and the JSON reader (rollouts.py) judges it; the shape is drawn narrow enough that what
 it accepts is a file the JSON reader would pass with the same rows and scores:
 
-* UTF-8, no control character but the newline, no blank line;
+* UTF-8, no control character but the newline, and that only between rows; no blank line;
 * strings delimited by unescaped quotes, their escapes only JSON's (checked after the escaped
   backslashes and quotes are taken out, which pairs them as a JSON reader does);
 * a non-empty input, an output, a score of at most 19 integer digits and a two-digit exponent
@@ -19,11 +19,13 @@ import math
 import re
 from typing import List, Optional, Tuple
 
-_TEXT = rb'"[^"]*+"'  # after the escaped quotes are out, every quote opens or closes a string
+# After the escaped quotes are out, every quote opens or closes a string; a raw newline ends the
+# line, so no string holds one (a row cut by it is two lines the JSON reader names).
+_TEXT = rb'"[^"\n]*+"'
 _NUMBER = rb'-?+(?:0|[1-9]\d{0,18}+)(?:\.\d++)?+(?:[eE][+-]?+\d{1,2}+)?+'
-_OTHER = rb'"(?!(?:input|output|score|step)")[^"\\]*+": (?:' + _TEXT + rb'|' + _NUMBER + \
+_OTHER = rb'"(?!(?:input|output|score|step)")[^"\\\n]*+": (?:' + _TEXT + rb'|' + _NUMBER + \
     rb'|true|false|null)'
-_ROW = rb'\{"input": "[^"]++", "output": ' + _TEXT + rb', (?:' + _OTHER + rb', )*+"score": ' + \
+_ROW = rb'\{"input": "[^"\n]++", "output": ' + _TEXT + rb', (?:' + _OTHER + rb', )*+"score": ' + \
     _NUMBER + rb', "step": (?:0|[1-9]\d{0,18}+)(?:, ' + _OTHER + rb')*+\}'
 _FILE = re.compile(rb'(?:' + _ROW + rb'\n)*+(?:' + _ROW + rb')?+')
 # One a row: a key named score or step carries no escape, so no string holds this text.
