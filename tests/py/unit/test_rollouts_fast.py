@@ -7,8 +7,8 @@ import pytest
 from twgrpo.checks.postflight import rollout_shape, rollouts
 
 
-def row(step=3, **extra):
-    return json.dumps({"input": "q", "output": "a", "gts": "5", "score": 0.5, "step": step, **extra},
+def row(step=3, score=0.5, **extra):
+    return json.dumps({"input": "q", "output": "a", "gts": "5", "score": score, "step": step, **extra},
                       ensure_ascii=False)
 
 
@@ -40,13 +40,16 @@ CASES = {
     "scores of 19 and 20 digits": row().replace("0.5", "9" * 19) + "\n" + row().replace("0.5", "9" * 20) + "\n",
     "an exponent of 3 digits": row().replace("0.5", "1e300") + "\n",
     "an empty file": "",
+    # An escaped pair outside a string or inside a key is no JSON (nor the key it spells out).
+    "an escaped backslash between two fields": row().replace('"step": 3}', '"step": 3,\\\\ "note": "x"}') + "\n",
+    "an escaped quote in the key step": row().replace('"step"', '"step\\""') + "\n",
     # A raw newline inside a string ends the line: two lines, neither of them JSON.
     "a raw newline inside the output": row().replace('"a"', '"a\nb"') + "\n",
     "a raw newline inside the input": row().replace('"q"', '"q\nr"') + "\n",
     "a raw newline inside another key": row().replace('"gts"', '"g\nts"') + "\n",
     "a raw newline inside another value": row().replace('"5"', '"5\n"') + "\n",
 }
-SHAPED = {"good", "escaped quotes and backslashes", "the integer score -0 after 0.0", "-0.0 then 0.0",
+SHAPED = {"good", "escaped quotes and backslashes", "an input of one escaped quote", "the integer score -0 after 0.0", "-0.0 then 0.0",
           "no final newline", "an empty file"}
 
 
@@ -77,3 +80,46 @@ def test_the_fast_reader_agrees_with_the_line_reader(tmp_path, monkeypatch, name
         assert str(fast[3][0]) == str(slow[3][0])  # 0.0 or -0.0 as the JSON reader read it first
     if name.startswith("two rows merged"):
         assert slow[1].count == 3  # each of the three lines is a bad row
+
+
+ALPHABET = ['"', "\\", "\n", ",", ":", " ", "{", "}", "[", "]", "0", "1", "9", "-", ".", "e", "E",
+            "+", "u", "n", "t", "a", "é", "\u2028", "\x00", "\t", "score", "step", '"step": 3',
+            '"score": ', "\\u0022", "\\\\", '\\"', "null", "true", "1e400", "\r"]
+
+
+def mutated(rng, text):
+    for _ in range(rng.randrange(1, 3)):
+        at = rng.randrange(len(text) + 1)
+        change = rng.randrange(3)
+        if change == 0:  # insert
+            text = text[:at] + rng.choice(ALPHABET) + text[at:]
+        elif change == 1:  # delete a few characters
+            text = text[:at] + text[at + rng.randrange(1, 4):]
+        else:  # replace one
+            text = text[:at] + rng.choice(ALPHABET) + text[at + 1:]
+    return text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_what_the_shape_takes_the_json_reader_passes_with_the_same_rows_and_scores(tmp_path, seed,
+                                                                                monkeypatch):
+    """Mutated files of verl's layout: whenever the shape judges one, the line-by-line reader
+    finds no bad row, and the same rows and [min, max] score."""
+    import random
+    rng = random.Random(seed)
+    monkeypatch.setattr(rollouts, "_fast_rows", lambda *a: None)  # the line-by-line reader alone
+    path = tmp_path / "3.jsonl"
+    taken = 0
+    for _ in range(800):
+        good = "".join(row(score=rng.choice([0.5, -0.0, 0, 1e-5, 12]), note="x") + "\n"
+                       for _ in range(rng.randrange(1, 4)))
+        data = mutated(rng, good).encode("utf-8")
+        shaped = rollout_shape.shaped_rows(data, 3)
+        if shaped is None:
+            continue
+        taken += 1
+        path.write_bytes(data)
+        slow = rollouts._rollout_file(path, 3)
+        assert (shaped, slow[1].count) == ((slow[0], slow[3]), 0), data
+        assert [str(v) for v in shaped[1]] == [str(v) for v in slow[3]], data  # -0.0 stays -0.0
+    assert taken > 25  # the mutations leave many files in the shape: the comparison is exercised

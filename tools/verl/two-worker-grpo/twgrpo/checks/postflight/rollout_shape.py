@@ -6,8 +6,9 @@ None, and the JSON reader (rollouts.py) judges it; the shape is drawn narrow eno
 it accepts is a file the JSON reader would pass with the same rows and scores:
 
 * UTF-8, no control character but the newline, and that only between rows; no blank line;
-* strings delimited by unescaped quotes, their escapes only JSON's (checked after the escaped
-  backslashes and quotes are taken out, which pairs them as a JSON reader does);
+* strings delimited by unescaped quotes, their escapes only JSON's (checked after each escaped
+  backslash and quote became one placeholder byte, which pairs them as a JSON reader does and
+  which only a string value may hold);
 * a non-empty input, an output, a score of at most 19 integer digits and a two-digit exponent
   (always finite), the step in its plain digits; other keys only with names that are none of
   these four and carry no escape (so none decodes to one of them), with a string, a number
@@ -23,7 +24,7 @@ from typing import List, Optional, Tuple
 # line, so no string holds one (a row cut by it is two lines the JSON reader names).
 _TEXT = rb'"[^"\n]*+"'
 _NUMBER = rb'-?+(?:0|[1-9]\d{0,18}+)(?:\.\d++)?+(?:[eE][+-]?+\d{1,2}+)?+'
-_OTHER = rb'"(?!(?:input|output|score|step)")[^"\\\n]*+": (?:' + _TEXT + rb'|' + _NUMBER + \
+_OTHER = rb'"(?!(?:input|output|score|step)")[^"\\\n\x01]*+": (?:' + _TEXT + rb'|' + _NUMBER + \
     rb'|true|false|null)'
 _ROW = rb'\{"input": "[^"\n]++", "output": ' + _TEXT + rb', (?:' + _OTHER + rb', )*+"score": ' + \
     _NUMBER + rb', "step": (?:0|[1-9]\d{0,18}+)(?:, ' + _OTHER + rb')*+\}'
@@ -31,6 +32,10 @@ _FILE = re.compile(rb'(?:' + _ROW + rb'\n)*+(?:' + _ROW + rb')?+')
 # One a row: a key named score or step carries no escape, so no string holds this text.
 _SCORE_STEP = re.compile(rb'"score": ([^,]*+), "step": ([^,}]*+)')
 _PAIRED = re.compile(rb'\\[\\"]')  # an escaped backslash or quote: one scan, not two
+# What an escaped backslash or quote becomes before the shape is matched: a control character,
+# so a file holding one was refused already, and only a string value may hold it (outside one,
+# or in a key, the pair is no JSON verl writes).
+_ESCAPED = b"\x01"
 _BAD_ESCAPE = re.compile(rb'\\(?:[^/bfnrtu]|u(?![0-9a-fA-F]{4}))')
 _CONTROL = bytes(c for c in range(32) if c != 10)
 
@@ -45,7 +50,7 @@ def shaped_rows(data: bytes, step: int) -> Optional[Tuple[int, List[float]]]:
     if len(data.translate(None, _CONTROL)) != len(data):
         return None
     if _PAIRED.search(data):  # pair the escapes left to right, as a JSON reader does
-        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+        data = data.replace(b"\\\\", _ESCAPED).replace(b'\\"', _ESCAPED)
     if b"\\" in data and _BAD_ESCAPE.search(data):
         return None
     if _FILE.fullmatch(data) is None:
