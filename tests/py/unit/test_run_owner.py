@@ -88,6 +88,12 @@ def test_every_file_has_a_property_and_a_distinct_name():
         assert getattr(folder, prop) == folder.path / name
 
 
+def test_a_run_folder_prints_as_its_path():
+    folder = RunFolder.at("/s", "exp")
+    assert f"{folder}" == str(folder) == "/s/runs/verl/two-worker-grpo/exp" == str(folder.path)
+    assert repr(folder) == "RunFolder('/s/runs/verl/two-worker-grpo/exp')"
+
+
 GOOD = ["a", "exp-001", "Exp_1.2", "a" * runid.MOST, "9.x"]
 BAD = ["", "a" * (runid.MOST + 1), "x/y", "../x", ".x", "-x", "_x", "x y", "x\n", "x\t", "é", "x;y"]
 

@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=f9b852a1adac9dfe32f1e0d6180d88d5caae1777e77c9f7d1754c01839d92b38
+readonly BUNDLE_SUMS_SHA256=3f4508fc3d8406533a91cfcb337db812b9c043922c622a898ebd674cfa381bf7
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -92,6 +92,9 @@ class RunFolder:
     def __fspath__(self) -> str:
         return str(self.path)
 
+    def __str__(self) -> str:  # a message or an f-string names the folder, not the object
+        return str(self.path)
+
     def __repr__(self) -> str:
         return f"RunFolder({str(self.path)!r})"
 
