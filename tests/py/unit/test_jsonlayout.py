@@ -73,3 +73,14 @@ def test_the_glance_reads_the_status_of_a_record_with_long_lists(tmp_path):
     assert (tmp_path / "actor-placement.json").stat().st_size > glance.WHOLE  # searched, not parsed
     assert glance.fields(tmp_path / "actor-placement.json", ["status", "rank"], {}, 1 << 30) == {
         "status": "passed", "rank": None}  # a rank is a nested field: never taken for a top one
+
+
+def test_a_top_level_object_of_many_keys_keeps_the_glances_layout(tmp_path):
+    record = {"status": "passed", "resume": {"from": 3}, "pad": "x" * 20000,
+              **{f"k{i:03}": {"n": i} for i in range(jsonlayout.LONG + 44)}}
+    write_json(tmp_path / "run.json", record)
+    assert json.loads((tmp_path / "run.json").read_text()) == record
+    assert glance.fields(tmp_path / "run.json", ["status", "resume", "resume.from"], {}, 1 << 30) == {
+        "status": "passed", "resume": {}, "resume.from": 3}
+    nested = jsonlayout.dumps({"outer": {f"k{i:03}": {"n": i} for i in range(jsonlayout.LONG + 1)}})
+    assert '\n    "k000": {"n": 0},\n' in nested  # below the top, a long object's items are lines

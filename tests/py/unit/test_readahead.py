@@ -43,6 +43,22 @@ def test_a_task_is_answered_by_its_worker_or_here(workers):
         readahead.Task(workers.submit, int, "not a number").answer()
 
 
+def _die():
+    os._exit(3)  # a worker killed (out of memory, say) while it holds a task
+
+
+def test_a_lost_worker_leaves_every_later_task_to_run_here():
+    lost = readahead.Workers(1)
+    try:
+        with pytest.raises(BrokenProcessPool):
+            lost.submit(_die).result()
+        assert lost.submit(abs, -3) is None  # not a raise: postflight goes on without them
+        task = readahead.Task(lost.submit, os.getpid)
+        assert not task.handed() and task.answer() == os.getpid()
+    finally:
+        lost.close()
+
+
 def test_a_begun_task_is_not_taken_back_and_take_waits_only_when_asked():
     begun = Future()
     assert begun.set_running_or_notify_cancel()  # a worker is on it
@@ -147,6 +163,28 @@ def test_postflight_reads_a_long_runs_scalars_and_rollouts_in_workers_of_its_own
     own, scalars, rollout_files = seen[0]
     assert own is not None and own.pool is None  # started, and closed when postflight ended
     assert scalars and rollout_files == [True] * 6  # 40 steps, 7 a task: all handed to workers
+
+
+def test_a_worker_lost_while_postflight_hands_out_tasks_changes_nothing(tmp_path, monkeypatch):
+    run, env = synthrun.healthy_run(tmp_path, 2, 2, steps=40)
+    alone = _postflight(run, env)
+    monkeypatch.setattr(readahead, "OWN_WORKERS_STEPS", 10)
+    monkeypatch.setattr(readahead, "OWN_WORKERS_BYTES", 1)
+    monkeypatch.setattr(rollouts, "CHUNK_STEPS", 7)
+    monkeypatch.setattr(ahead, "workers", lambda jobs: 1)
+    started = []
+    real_start = readahead.own_workers
+
+    def dying(*args):  # the event-file read kills its worker before the rollouts are handed out
+        own = real_start(*args)
+        started.append(own)
+        with pytest.raises(BrokenProcessPool):
+            own.submit(_die).result()
+        return own
+
+    monkeypatch.setattr(readahead, "own_workers", dying)
+    assert _postflight(run, env) == alone
+    assert started and started[0].pool is None  # closed
 
 
 def test_a_short_small_run_or_one_core_starts_no_workers(monkeypatch):

@@ -43,6 +43,8 @@ CASES = {
     # An escaped pair outside a string or inside a key is no JSON (nor the key it spells out).
     "an escaped backslash between two fields": row().replace('"step": 3}', '"step": 3,\\\\ "note": "x"}') + "\n",
     "an escaped quote in the key step": row().replace('"step"', '"step\\""') + "\n",
+    # The JSON reader refuses a row whose parse-cost estimate (bounded.cost) passes its bound.
+    "braces in a string past the reader's cost bound": row().replace('"q"', '"' + "{" * 340000 + '"') + "\n",
     # A raw newline inside a string ends the line: two lines, neither of them JSON.
     "a raw newline inside the output": row().replace('"a"', '"a\nb"') + "\n",
     "a raw newline inside the input": row().replace('"q"', '"q\nr"') + "\n",

@@ -4,8 +4,10 @@ actor-placement.json took 0.2 s of a 2 s postflight), its C encoder only writes 
 
 A list or object of at most LONG items is laid out exactly as indent=2 lays it out; each item
 of a longer one goes on a line of its own, written whole by the C encoder ("key": {...} on one
-line). Readers parse the same value, and every top-level key still starts a line `\\n  "key": `
-(the glance, run/glance.py, finds the status there).
+line). The record's own top-level object is always laid out, however many keys it has, so the
+glance (run/glance.py) finds its fields where indent=2 puts them: `\\n  "status": "passed",`,
+an object's `\\n  "resume": {` and its first field on the next line. Readers parse the same
+value.
 """
 from __future__ import annotations
 
@@ -31,17 +33,17 @@ def _one_line_encoder() -> Callable[[Any], str]:
 def dumps(value: Any) -> str:
     """json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str), with the
     items of a list or object longer than LONG written one a line."""
-    return _layout(value, "\n", _one_line_encoder())
+    return _layout(value, "\n", _one_line_encoder(), top=True)
 
 
-def _layout(value: Any, newline: str, one_line: Callable[[Any], str]) -> str:
+def _layout(value: Any, newline: str, one_line: Callable[[Any], str], top: bool = False) -> str:
     inner = newline + "  "
     if isinstance(value, dict) and value:
         if not all(isinstance(key, str) for key in value):  # json's key conversions: its own layout
             return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False,
                               default=str).replace("\n", newline)
         keys = sorted(value)
-        if len(keys) > LONG:
+        if len(keys) > LONG and not top:
             parts = [f"{_KEY(key)}: {one_line(value[key])}" for key in keys]
         else:
             parts = [f"{_KEY(key)}: {_layout(value[key], inner, one_line)}" for key in keys]

@@ -283,10 +283,15 @@ def _start_reads_ahead(ctx: PostflightContext) -> Optional[readahead.Workers]:
     else:
         own = readahead.own_workers(steps, event_bytes, 1 + -(-steps // rollouts.CHUNK_STEPS))
         submit = own.submit if own is not None else None
-    if submit is not None and event_bytes >= readahead.OWN_WORKERS_BYTES:
-        ctx.scalars_ahead = readahead.Task(submit, tfevents.load_views, RunFolder(ctx.run_dir).tensorboard,
-                                           ctx.scalar_views())
-    ctx.rollouts_ahead = rollouts.start_ahead(ctx, submit)
+    try:
+        if submit is not None and event_bytes >= readahead.OWN_WORKERS_BYTES:
+            ctx.scalars_ahead = readahead.Task(submit, tfevents.load_views,
+                                               RunFolder(ctx.run_dir).tensorboard, ctx.scalar_views())
+        ctx.rollouts_ahead = rollouts.start_ahead(ctx, submit)
+    except BaseException:  # no worker outlives postflight
+        if own is not None:
+            own.close()
+        raise
     return own
 
 

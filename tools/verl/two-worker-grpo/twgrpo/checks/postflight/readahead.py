@@ -72,7 +72,13 @@ class Workers:
         self.pool: Optional[ProcessPoolExecutor] = ProcessPoolExecutor(max_workers=count)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return self.pool.submit(fn, *args) if self.pool is not None else None
+        """A Future, or None when the workers are closed or lost (the task then runs here)."""
+        if self.pool is None:
+            return None
+        try:
+            return self.pool.submit(fn, *args)
+        except RuntimeError:  # BrokenProcessPool (a worker died), or a pool shut down
+            return None
 
     def close(self) -> None:
         """Stop the workers: what they have not begun is dropped (Task then runs it here)."""

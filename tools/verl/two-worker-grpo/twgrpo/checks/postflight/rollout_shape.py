@@ -6,6 +6,8 @@ None, and the JSON reader (rollouts.py) judges it; the shape is drawn narrow eno
 it accepts is a file the JSON reader would pass with the same rows and scores:
 
 * UTF-8, no control character but the newline, and that only between rows; no blank line;
+* within the JSON reader's parse-cost bound (bounded.cost: braces and brackets count heavily,
+  even inside strings);
 * strings delimited by unescaped quotes, their escapes only JSON's (checked after each escaped
   backslash and quote became one placeholder byte, which pairs them as a JSON reader does and
   which only a string value may hold);
@@ -19,6 +21,8 @@ from __future__ import annotations
 import math
 import re
 from typing import List, Optional, Tuple
+
+from ...formats import bounded
 
 # After the escaped quotes are out, every quote opens or closes a string; a raw newline ends the
 # line, so no string holds one (a row cut by it is two lines the JSON reader names).
@@ -48,6 +52,8 @@ def shaped_rows(data: bytes, step: int) -> Optional[Tuple[int, List[float]]]:
     except UnicodeDecodeError:
         return None
     if len(data.translate(None, _CONTROL)) != len(data):
+        return None
+    if bounded.cost(data) > bounded.MEMORY:  # the JSON reader refuses a row that costs this much
         return None
     if _PAIRED.search(data):  # pair the escapes left to right, as a JSON reader does
         data = data.replace(b"\\\\", _ESCAPED).replace(b'\\"', _ESCAPED)
