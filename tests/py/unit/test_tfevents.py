@@ -179,3 +179,20 @@ def test_records_in_a_layout_seen_before_read_as_the_first_was_read(monkeypatch)
     monkeypatch.setattr(tfproto, "_simple_event", lambda data: None)
     again = event(7, 1e9, [("a/x", 9.0), ("a/y", 8.0)])
     assert tfevents.scalars_of_event(again, layouts) == (7, 1e9, [("a/x", 9.0), ("a/y", 8.0)])
+
+
+def test_envelopes_from_one_pass_equal_widening_each_bucket_value_by_value(tmp_path):
+    """load_views widens a bucket inline: the same buckets as _envelop called for every value in
+    order, ties included (the first step that reached a bucket's min or max is the one drawn)."""
+    values = {s: (0.0 if s in (300, 301) else 5.0 if s in (900, 901) else 1.0 + (s % 7) / 8)
+              for s in range(1, 3001)}
+    write_events(tmp_path / "events.out.tfevents.1.host.1.0",
+                 [(s, {"a/x": v, "a/y": -v}) for s, v in values.items()])
+    loaded = tfevents.load_views(tmp_path, [(None, None)], envelopes=True)[0]
+    for tag, sign in (("a/x", 1), ("a/y", -1)):
+        alone = tfevents.Scalars([], {}, [], envelope={})
+        for step, value in values.items():
+            tfevents._envelop(alone, alone.envelope, tag, step, sign * value)
+        assert loaded.envelope[tag] == alone.envelope[tag] and loaded.width[tag] == alone.width[tag]
+    drawn = loaded.drawn("a/x")
+    assert (300, 0.0) in drawn and (301, 0.0) not in drawn and (900, 5.0) in drawn and (901, 5.0) not in drawn

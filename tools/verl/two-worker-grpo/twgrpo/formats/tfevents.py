@@ -129,9 +129,19 @@ def load_views(folder: Path, views: List[View], envelopes: bool = False) -> List
                     if not finite:
                         _nonfinite(nonfinite, tag, step, value)
                     held = False
-                    for scalars, keep_step, values, strides, lasts, envelope in route:
+                    for scalars, keep_step, values, strides, lasts, envelope, widths in route:
                         if envelope is not None and finite:
-                            _envelop(scalars, envelope, tag, step, value)
+                            # A value inside a bucket it does not widen is most of a long run's:
+                            # judged here, without a call; the rest (a new bucket) by _envelop.
+                            buckets = envelope.get(tag)
+                            cell = None if buckets is None else buckets.get(step // widths.get(tag, 1))
+                            if cell is None:
+                                _envelop(scalars, envelope, tag, step, value)
+                            else:
+                                if value < cell[1]:
+                                    cell[0], cell[1] = step, value
+                                if value > cell[3]:
+                                    cell[2], cell[3] = step, value
                         series = values.get(tag)
                         if series is None or step in series:  # a new tag, a step written again
                             held = _hold(scalars, tag, step, value, keep_step) or held
@@ -164,8 +174,8 @@ def _route(loads, routes: Dict[str, List[tuple]], tags: Set[str], tag: str) -> L
     """The views that keep a tag seen for the first time (or past MAX_TAGS, every time)."""
     if tag not in tags and len(tags) < MAX_TAGS:
         tags.add(tag)
-    route = [(scalars, keep_step, scalars.values, scalars.stride, scalars.last, scalars.envelope)
-             for scalars, wanted, keep_step in loads if wanted is None or tag in wanted]
+    route = [(scalars, keep_step, scalars.values, scalars.stride, scalars.last, scalars.envelope,
+              scalars.width) for scalars, wanted, keep_step in loads if wanted is None or tag in wanted]
     if len(routes) < MAX_TAGS:
         routes[tag] = route
     return route
