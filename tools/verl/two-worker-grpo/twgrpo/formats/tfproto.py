@@ -37,29 +37,40 @@ DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF = 1, 2, 3, 9, 19
 def _tensor_scalar(buf: bytes) -> Optional[float]:
     """A scalar from a TensorProto (new-style summaries): float_val, double_val or content;
     None for a tensor of more than one element (a PR curve, a histogram), as TensorBoard has."""
-    dtype, content, values = None, None, []
+    dtype, content, first = None, None, None  # first: the first value of any value field
     for number, wire, value in _fields(buf):
-        if number == 1:
+        if number == 1 and wire == 0:
             dtype = value
         elif number == 2 and wire == 2 and any(dim.get(1) != 1 for dim in _dims(value)):
             return None
-        elif number == 4:
+        elif number == 4 and wire == 2:
             content = value
-        elif number == 5:  # float_val, packed or not
-            values += list(struct.unpack(f"<{len(value) // 4}f", value))
-        elif number == 6:  # double_val
-            values += list(struct.unpack(f"<{len(value) // 8}d", value))
+        elif number == 5 and wire in (2, 5):  # float_val, packed or not
+            first = _first_packed(first, value, "<f")
+        elif number == 6 and wire in (1, 2):  # double_val
+            first = _first_packed(first, value, "<d")
         elif number in (7, 10, 13) and (wire == 0 or value):  # int, int64, half bits: packed or not
             bits = value if wire == 0 else read_varint(value, 0)[0]  # the first value
-            values.append(struct.unpack("<e", struct.pack("<H", bits & 0xFFFF))[0] if number == 13
-                          else float(bits - (bits >> 63 << 64)))  # two's complement in 64 bits
-    if values:
-        return float(values[0])
+            if first is None:
+                first = (struct.unpack("<e", struct.pack("<H", bits & 0xFFFF))[0] if number == 13
+                         else float(bits - (bits >> 63 << 64)))  # two's complement in 64 bits
+    if first is not None:
+        return float(first)
     if content:
         fmt = {DT_FLOAT: "<f", DT_DOUBLE: "<d", DT_INT32: "<i", DT_INT64: "<q", DT_HALF: "<e"}
         if dtype in fmt and len(content) >= struct.calcsize(fmt[dtype]):
             return float(struct.unpack_from(fmt[dtype], content)[0])
     return None
+
+
+def _first_packed(first: Optional[float], value: bytes, fmt: str) -> Optional[float]:
+    """first, or the first of value's packed numbers: one unpack, however many it holds (a
+    15 MiB tensor is not turned into a list); a length that is no whole count of them is
+    damage (struct.error), as before."""
+    size = struct.calcsize(fmt)
+    if len(value) % size:
+        raise struct.error(f"{len(value)} bytes of packed {fmt[1:]} values")
+    return first if first is not None or not value else struct.unpack_from(fmt, value)[0]
 
 
 def _dims(shape: bytes) -> Iterator[Dict[int, object]]:
@@ -87,6 +98,7 @@ def _simple_event(data: bytes) -> Optional[Tuple[int, float, List[Tuple[str, flo
             shift += 7
             if shift > 63:
                 return None
+        step &= (1 << 64) - 1  # a 10th byte's bits past 64 are dropped, as protobuf drops them
         step = step if step < 1 << 63 else step - (1 << 64)
         end = len(data)
         if pos == end:
@@ -179,22 +191,24 @@ def scalars_of_event(data: bytes, layouts: Optional[Layouts] = None
             _learn(layouts, data, simple[2])
         return simple
     step, wall, found = 0, 0.0, []
-    for number, _, value in _fields(data):
-        if number == 1:
+    # A field of a known number in another wire type is an unknown field, as protobuf reads it.
+    for number, wire, value in _fields(data):
+        if number == 1 and wire == 1:
             wall = struct.unpack("<d", value)[0]
-        elif number == 2:
+        elif number == 2 and wire == 0:
+            value &= (1 << 64) - 1
             step = value if value < 1 << 63 else value - (1 << 64)
-        elif number == 5:
-            for n, _, item in _fields(value):
-                if n != 1:
+        elif number == 5 and wire == 2:
+            for n, item_wire, item in _fields(value):
+                if n != 1 or item_wire != 2:
                     continue
                 tag, scalar = None, None
-                for vn, _, vv in _fields(item):
-                    if vn == 1:
+                for vn, vw, vv in _fields(item):
+                    if vn == 1 and vw == 2:
                         tag = vv.decode("utf-8", "replace")
-                    elif vn == 2:
+                    elif vn == 2 and vw == 5:
                         scalar = struct.unpack("<f", vv)[0]
-                    elif vn == 8:
+                    elif vn == 8 and vw == 2:
                         scalar = _tensor_scalar(vv)
                 if tag is not None and scalar is not None:
                     found.append((tag, scalar))

@@ -53,9 +53,10 @@ def read_records(path: Path, problems: List[Problem]) -> Iterator[bytes]:
         buf, base, pos, index = b"", 0, 0, 0  # the block, its file offset, the next record in it
         framed: List[Tuple[int, int]] = []  # (position in buf, length) of records not yet yielded
 
-        def refill(need: int) -> None:
-            nonlocal buf, base, pos
-            buf, base, pos = buf[pos:] + stream.read(max(BLOCK, need)), base + pos, 0
+        def refill(need: int) -> None:  # never past the size taken at the start: a file
+            nonlocal buf, base, pos      # a live run appends to is read as it was then
+            want = min(max(BLOCK, need), max(size - stream.tell(), 0))
+            buf, base, pos = buf[pos:] + stream.read(want), base + pos, 0
         while True:
             if len(buf) - pos < 12:
                 yield from _checked(path, buf, base, framed, index - len(framed), problems)
