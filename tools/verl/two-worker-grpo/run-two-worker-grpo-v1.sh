@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=4e9d0abab48021d29d91c4f6a6046d4ac95dd02dc994aeb45bfcfc14a29d6a63
+readonly BUNDLE_SUMS_SHA256=a40ddbd04a719690b92922e18ecdc2efa191db12e029c027c805384a7038d6f5
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -95,7 +95,7 @@ def own_workers(steps: int, event_bytes: int, jobs: int) -> Optional[Workers]:
     count = ahead.workers(jobs)
     if count < 1:
         return None
-    try:  # the workers fork now, before this process holds the log or the scalars
+    try:  # they fork at the first task, handed out before this process reads the log
         return Workers(count)
     except (OSError, ImportError, NotImplementedError):
         return None
