@@ -141,15 +141,20 @@ def _postflight(run, env):
     return code, record["evidence"], [c["status"] for c in record["checks"]]
 
 
+def own_workers_for_a_short_run(monkeypatch, count):
+    """Postflight starts its own workers (count of them) for a 40-step run, 7 steps a task."""
+    monkeypatch.setattr(readahead, "OWN_WORKERS_STEPS", 10)
+    monkeypatch.setattr(readahead, "OWN_WORKERS_BYTES", 1)
+    monkeypatch.setattr(rollouts, "CHUNK_STEPS", 7)
+    monkeypatch.setattr(ahead, "workers", lambda jobs: count)
+
+
 def test_postflight_reads_a_long_runs_scalars_and_rollouts_in_workers_of_its_own(tmp_path, monkeypatch):
     run, env = synthrun.healthy_run(tmp_path, 2, 2, steps=40)
     (run / "rollouts" / "9.jsonl").write_text("")  # a finding the workers must report too
     alone = _postflight(run, env)
     assert alone[0] == 1
-    monkeypatch.setattr(readahead, "OWN_WORKERS_STEPS", 10)
-    monkeypatch.setattr(readahead, "OWN_WORKERS_BYTES", 1)
-    monkeypatch.setattr(rollouts, "CHUNK_STEPS", 7)
-    monkeypatch.setattr(ahead, "workers", lambda jobs: 2)
+    own_workers_for_a_short_run(monkeypatch, 2)
     seen = []
     start = postflight._start_reads_ahead
 
@@ -168,10 +173,7 @@ def test_postflight_reads_a_long_runs_scalars_and_rollouts_in_workers_of_its_own
 def test_a_worker_lost_while_postflight_hands_out_tasks_changes_nothing(tmp_path, monkeypatch):
     run, env = synthrun.healthy_run(tmp_path, 2, 2, steps=40)
     alone = _postflight(run, env)
-    monkeypatch.setattr(readahead, "OWN_WORKERS_STEPS", 10)
-    monkeypatch.setattr(readahead, "OWN_WORKERS_BYTES", 1)
-    monkeypatch.setattr(rollouts, "CHUNK_STEPS", 7)
-    monkeypatch.setattr(ahead, "workers", lambda jobs: 1)
+    own_workers_for_a_short_run(monkeypatch, 1)
     started = []
     real_start = readahead.own_workers
 

@@ -95,11 +95,16 @@ def load_scalars(folder: Path, keep: Optional[Iterable[str]] = None,
     return load_views(folder, [(keep, keep_step)])[0]
 
 
+def event_files(folder: Path) -> List[Path]:
+    """The event files under folder, in the order they are read (by their time stamp)."""
+    return sorted(folder.rglob("events.out.tfevents.*"), key=_file_order)
+
+
 def load_views(folder: Path, views: List[View], envelopes: bool = False) -> List[Scalars]:
     """load_scalars for several (keep, keep_step) views in one pass: each record is read,
     CRC-checked and decoded once, and its values go to every view (postflight's checks).
     envelopes: each view also keeps every tag's min and max per step bucket (Scalars.drawn)."""
-    files = sorted(folder.rglob("events.out.tfevents.*"), key=_file_order)
+    files = event_files(folder)
     problems = Problems()
     tags: Set[str] = set()
     nonfinite: Dict[str, Tuple[int, float]] = {}  # every tag's, whatever a view keeps: shared

@@ -63,6 +63,13 @@ def _tensor_scalar(buf: bytes) -> Optional[float]:
     return None
 
 
+def _int64(varint: int) -> int:
+    """An int64 field's value: a 10th byte's bits past 64 dropped, as protobuf drops them, and
+    the rest read in two's complement."""
+    varint &= (1 << 64) - 1
+    return varint if varint < 1 << 63 else varint - (1 << 64)
+
+
 def _first_packed(first: Optional[float], value: bytes, fmt: str) -> Optional[float]:
     """first, or the first of value's packed numbers: one unpack, however many it holds (a
     15 MiB tensor is not turned into a list); a length that is no whole count of them is
@@ -98,8 +105,7 @@ def _simple_event(data: bytes) -> Optional[Tuple[int, float, List[Tuple[str, flo
             shift += 7
             if shift > 63:
                 return None
-        step &= (1 << 64) - 1  # a 10th byte's bits past 64 are dropped, as protobuf drops them
-        step = step if step < 1 << 63 else step - (1 << 64)
+        step = _int64(step)
         end = len(data)
         if pos == end:
             return step, wall, []
@@ -196,8 +202,7 @@ def scalars_of_event(data: bytes, layouts: Optional[Layouts] = None
         if number == 1 and wire == 1:
             wall = struct.unpack("<d", value)[0]
         elif number == 2 and wire == 0:
-            value &= (1 << 64) - 1
-            step = value if value < 1 << 63 else value - (1 << 64)
+            step = _int64(value)
         elif number == 5 and wire == 2:
             for n, item_wire, item in _fields(value):
                 if n != 1 or item_wire != 2:

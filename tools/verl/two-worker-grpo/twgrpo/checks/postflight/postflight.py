@@ -272,7 +272,7 @@ def _start_reads_ahead(ctx: PostflightContext) -> Optional[readahead.Workers]:
     files; returns the own ones, which the caller closes."""
     event_bytes = 0
     try:  # tfevents.load_views's files; one that cannot be read is its finding, not this
-        for path in RunFolder(ctx.run_dir).tensorboard.rglob("events.out.tfevents.*"):
+        for path in tfevents.event_files(RunFolder(ctx.run_dir).tensorboard):
             event_bytes += path.stat().st_size if path.is_file() else 0
     except OSError:
         pass
