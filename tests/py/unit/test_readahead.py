@@ -13,7 +13,7 @@ from concurrent.futures.process import BrokenProcessPool
 import pytest
 import synthrun
 from twgrpo.checks.checkpoint import ahead
-from twgrpo.checks.postflight import postflight, readahead, rollouts
+from twgrpo.checks.postflight import readahead, rollouts, startreads
 from twgrpo.cli import main
 from twgrpo.run.profile import load_profile
 
@@ -156,18 +156,36 @@ def test_postflight_reads_a_long_runs_scalars_and_rollouts_in_workers_of_its_own
     assert alone[0] == 1
     own_workers_for_a_short_run(monkeypatch, 2)
     seen = []
-    start = postflight._start_reads_ahead
+    start = startreads.start_reads
 
     def watched(ctx):
         own = start(ctx)
-        seen.append((own, ctx.scalars_ahead.handed(), [t.handed() for t in ctx.rollouts_ahead.tasks]))
+        seen.append((own, ctx.preflight_ahead, ctx.scalars_ahead.handed(),
+                     [t.handed() for t in ctx.rollouts_ahead.tasks]))
         return own
 
-    monkeypatch.setattr(postflight, "_start_reads_ahead", watched)
+    monkeypatch.setattr(startreads, "start_reads", watched)
     assert _postflight(run, env) == alone
-    own, scalars, rollout_files = seen[0]
+    own, preflight, scalars, rollout_files = seen[0]
     assert own is not None and own.pool is None  # started, and closed when postflight ended
     assert scalars and rollout_files == [True] * 6  # 40 steps, 7 a task: all handed to workers
+    assert preflight.has and not preflight.taken_back  # preflight.json too, read by a worker
+
+
+def test_preflight_json_read_by_a_worker_gives_the_same_findings_when_it_cannot_be_read(tmp_path, monkeypatch):
+    run, env = synthrun.healthy_run(tmp_path, 2, 2, steps=40)
+    for damage in (lambda p: p.write_text('{"status": "passed", "workers": [{'), lambda p: p.unlink()):
+        damage(run / "preflight.json")
+        monkeypatch.undo()
+        alone = _postflight(run, env)
+        assert alone[0] == 1 and "failed" in alone[2]
+        own_workers_for_a_short_run(monkeypatch, 2)
+        handed = []
+        start = startreads.start_reads
+        monkeypatch.setattr(startreads, "start_reads",
+                            lambda ctx: (start(ctx), handed.append(ctx.preflight_ahead.handed()))[0])
+        assert _postflight(run, env) == alone  # the worker's Unreadable is the check's own finding
+        assert handed == [True]
 
 
 def test_a_worker_lost_while_postflight_hands_out_tasks_changes_nothing(tmp_path, monkeypatch):

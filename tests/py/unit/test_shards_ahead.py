@@ -44,6 +44,22 @@ def test_the_workers_verdicts_and_sizes_are_the_checks_own(paths):
     assert {v[0] for v in alone(paths)[0].values() if v} == {"damaged", "layout", "missing"}
 
 
+def test_tasks_handed_first_go_to_the_workers_before_every_shard(paths, monkeypatch):
+    from twgrpo.checks.postflight import readahead
+    handed = []
+
+    class Recording(shards.ProcessPoolExecutor):
+        def submit(self, fn, *args):
+            handed.append(fn.__name__)
+            return super().submit(fn, *args)
+
+    monkeypatch.setattr(shards, "ProcessPoolExecutor", Recording)
+    first = readahead.Task(None, sorted, "cba")
+    started = ahead.Ahead(paths, 2, first=[first])
+    assert (started.check_files(paths, sizes={}), first.answer()) == (alone(paths)[0], ["a", "b", "c"])
+    assert handed[0] == "sorted" and set(handed[1:]) == {"_batch"} and not first.taken_back
+
+
 def test_other_paths_a_lost_worker_or_no_cores_are_checked_when_asked(paths, monkeypatch):
     started = ahead.Ahead(paths, 2)
     assert started.check_files(paths[:3], sizes={}) == alone(paths[:3])[0]

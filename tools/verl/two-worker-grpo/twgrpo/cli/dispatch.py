@@ -12,7 +12,7 @@ import sys
 from typing import Dict, List, Optional, Tuple
 
 from .parser import parser
-from ..run import findingsout
+from ..run import findingsout, gcpace
 from ..run.findings import EXIT_FAILED, EXIT_USAGE, UsageError, say_usage, usage
 from ..run.records import RecordError
 
@@ -42,7 +42,8 @@ def judge(args: argparse.Namespace) -> int:
     """The phase's exit code; a refusal is printed here as its one line and HINT."""
     try:
         module, function = HANDLERS[args.phase]
-        return getattr(importlib.import_module(f".{module}", __package__), function)(args)
+        with gcpace.paced():  # a large run's views hold millions of objects (gcpace.py)
+            return getattr(importlib.import_module(f".{module}", __package__), function)(args)
     except UsageError as exc:
         say_usage("verify-two-worker-grpo-v1", exc)
         return EXIT_USAGE

@@ -23,9 +23,10 @@ Problem = shards.Problem
 
 class Ahead:
     """shards.check_files(paths), begun now in ``count`` worker processes; check_files()
-    answers it. With count < 1 or little to read nothing starts, and check_files() checks."""
+    answers it. With count < 1 or little to read nothing starts, and check_files() checks.
+    ``first``: tasks handed to the workers before the shards (shards.Parallel), where they start."""
 
-    def __init__(self, paths: Sequence[Any], count: int) -> None:
+    def __init__(self, paths: Sequence[Any], count: int, first: Sequence[Any] = ()) -> None:
         self.paths = list(paths)
         self.found: Optional[Dict[Any, Tuple[Problem, int]]] = None
         self.failed: Optional[BaseException] = None
@@ -41,7 +42,7 @@ class Ahead:
         for stream in (sys.stdout, sys.stderr):  # a worker flushes what it inherits when it ends
             stream.flush()
         try:  # the workers fork here, in the main thread, before the collecting thread exists
-            self.run = shards.Parallel(sizes, count, self.meter)
+            self.run = shards.Parallel(sizes, count, self.meter, first)
         except (OSError, ImportError, NotImplementedError):
             return  # no worker processes here: checked alone when asked for
         self.thread = threading.Thread(target=self._collect, name="shards-ahead", daemon=True)

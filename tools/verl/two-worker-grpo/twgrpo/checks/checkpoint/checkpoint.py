@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import ahead, shards
 from ...run.findings import Finding, finding, mismatch
@@ -33,12 +33,13 @@ def shard_paths(run_dir: Path, step: int, world: int) -> List[str]:
     return [f"{folder}/{name}" for _, _, name in _names(world)] + [str(step_dir / "data.pt")]
 
 
-def start_ahead(run_dir: Path, step: int, world: int) -> Optional[ahead.Ahead]:
+def start_ahead(run_dir: Path, step: int, world: int, first: Sequence[Any] = ()) -> Optional[ahead.Ahead]:
     """The shard check of checkpoints/global_step_<step>/ begun now in worker processes
-    (ahead.py), or None when the folder is not there (the check then says what is missing)."""
+    (ahead.py), or None when the folder is not there (the check then says what is missing).
+    ``first``: tasks handed to those workers before the shards (ahead.Ahead)."""
     if not (RunFolder(run_dir).checkpoints / f"global_step_{step}" / "actor").is_dir():
         return None
-    return ahead.Ahead(shard_paths(run_dir, step, world), ahead.workers(3 * world + 1))
+    return ahead.Ahead(shard_paths(run_dir, step, world), ahead.workers(3 * world + 1), first)
 
 
 def step_findings(run_dir: Path, step: int, world: int,

@@ -211,9 +211,10 @@ def _parallel(sizes: Dict[Any, int], count: int, meter: "Progress") -> Dict[Any,
 class Parallel:
     """The files checked by ``count`` worker processes: made and every task handed over at once
     (the workers fork here), the verdicts collected by collect(), which may run in another
-    thread (checks/checkpoint/ahead.py)."""
+    thread (checks/checkpoint/ahead.py). ``first``: other tasks (objects with hand(submit),
+    postflight/readahead.Task) handed to the workers before the shards."""
 
-    def __init__(self, sizes: Dict[Any, int], count: int, meter: "Progress") -> None:
+    def __init__(self, sizes: Dict[Any, int], count: int, meter: "Progress", first: Sequence[Any] = ()) -> None:
         self.sizes, self.meter = sizes, meter
         order = sorted(sizes, key=lambda p: -sizes[p])  # largest first: the long poles start early
         split_at = max(SLICE, sum(sizes.values()) // (count * 4))
@@ -221,6 +222,8 @@ class Parallel:
         self.pending: Dict[Future, Tuple[str, list]] = {}
         self.pool = ProcessPoolExecutor(max_workers=count)
         try:
+            for task in first:
+                task.hand(self.pool.submit)
             for path in split:
                 self.pending[self.pool.submit(_layout, str(path))] = ("layout", [path])
             for batch in _batches(order[len(split):], sizes):

@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import audit, health, launcher_records, placement, readahead, rollouts, stopped, validation
+from . import audit, health, launcher_records, placement, readahead, startreads, stopped, validation
 from ..checkpoint import checkpoint, fanout, shards
 from ..resume import resumed
 from ..watch import stall
@@ -46,8 +46,8 @@ class PostflightContext:
     ahead: Any = None    # the shard check, begun before the first check (checkpoint/ahead.py)
     rollouts_ahead: Any = None  # the rollout files read by worker processes (rollouts.start_ahead)
     scalars_ahead: Any = None  # the event files read by a worker process (readahead.Task)
+    preflight_ahead: Any = None  # preflight.json's placement fields (a readahead.Task)
     _scan: Optional[trainlog.LogScan] = None
-    _preflight: Optional[Dict[str, Any]] = None
     _scalars: Optional[Dict[Any, tfevents.Scalars]] = None
 
     def scalars(self, keep: Optional[Tuple[str, ...]] = None,
@@ -97,10 +97,11 @@ class PostflightContext:
         return self._scan
 
     def preflight(self) -> Dict[str, Any]:
-        if self._preflight is None:
-            self._preflight = placement.read_preflight(RunFolder(self.run_dir).preflight_json,
-                                                       self.profile.NODES)
-        return self._preflight
+        """placement.read_preflight's answer: a worker's where one was handed it (run())."""
+        if self.preflight_ahead is None:
+            self.preflight_ahead = readahead.Task(None, placement.read_preflight,
+                                                  RunFolder(self.run_dir).preflight_json, self.profile.NODES)
+        return self.preflight_ahead.answer()
 
 
 def check_training_log(ctx: PostflightContext) -> List[Finding]:
@@ -266,35 +267,6 @@ CHECKS = [
 ]
 
 
-def _start_reads_ahead(ctx: PostflightContext) -> Optional[readahead.Workers]:
-    """The event files and the rollout files handed to worker processes (readahead.py): the
-    shard check's if it started some, else postflight's own for a long run or large event
-    files; returns the own ones, which the caller closes."""
-    event_bytes = 0
-    try:  # tfevents.load_views's files; one that cannot be read is its finding, not this
-        for path in tfevents.event_files(RunFolder(ctx.run_dir).tensorboard):
-            event_bytes += path.stat().st_size if path.is_file() else 0
-    except OSError:
-        pass
-    steps = max(ctx.steps - ctx.first_step + 1, 0)
-    own, submit = None, None
-    if ctx.ahead is not None and ctx.ahead.run is not None:
-        submit = ctx.ahead.submit
-    else:
-        own = readahead.own_workers(steps, event_bytes, 1 + -(-steps // rollouts.CHUNK_STEPS))
-        submit = own.submit if own is not None else None
-    try:
-        if submit is not None and event_bytes >= readahead.OWN_WORKERS_BYTES:
-            ctx.scalars_ahead = readahead.Task(submit, tfevents.load_views,
-                                               RunFolder(ctx.run_dir).tensorboard, ctx.scalar_views())
-        ctx.rollouts_ahead = rollouts.start_ahead(ctx, submit)
-    except BaseException:  # no worker outlives postflight
-        if own is not None:
-            own.close()
-        raise
-    return own
-
-
 def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = None,
         world_size: Optional[int] = None, audit_only: bool = False, fan_out: bool = False) -> int:
     """Judge the run in folder. training_log: default the folder's; world_size: default the
@@ -310,9 +282,8 @@ def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = N
     ctx.fan_out = fan_out
     ctx.stop = stopped.stop_point(run_dir)
     own = None  # postflight's own worker processes (readahead.py), where the shard check has none
-    if not ctx.fan_out:  # the shards are read in other processes while the other checks run
-        ctx.ahead = checkpoint.start_ahead(run_dir, ctx.steps, world)
-        own = _start_reads_ahead(ctx)
+    if not ctx.fan_out:  # long reads are begun in other processes while the checks run
+        own = startreads.start_reads(ctx)
     header = (f"run {run_id}, profile {profile.PROFILE_NAME}: "
               f"{humane.topology(profile.NODES, profile.GPUS_PER_NODE, profile.GPU_MODEL)}, "
               f"{humane.plural(profile.TARGET_STEPS, 'step')}")

@@ -1,6 +1,7 @@
 """Postflight's long reads begun in worker processes: while this process scans the training log,
 workers read the TensorBoard event files and the rollout files of a long run (a 100,000-step
-run's scalars and rollouts take a core-second each, one after the other without them).
+run's scalars and rollouts take a core-second each, one after the other without them), and a
+large run's preflight.json (19 MB at 2,048 nodes: a third of a second of JSON).
 
 Only where a file is read changes, never what is found: a Task no worker has begun when its
 answer is asked for is taken back and run here, and so is the task of a lost worker. The
@@ -16,7 +17,7 @@ from typing import Any, Callable, Optional
 from ..checkpoint import ahead
 
 OWN_WORKERS_STEPS = 1024  # a run of at least this many steps starts workers of its own
-OWN_WORKERS_BYTES = 8 << 20  # ... and so do event files of at least this many bytes in all
+OWN_WORKERS_BYTES = 8 << 20  # ... and so do event files (or a preflight.json) of this many bytes
 
 Submit = Callable[..., Any]  # pool.submit: a Future, or None where no worker takes it
 
@@ -27,7 +28,13 @@ class Task:
     def __init__(self, submit: Optional[Submit], fn: Callable[..., Any], *args: Any) -> None:
         self.fn, self.args, self.has, self.value = fn, args, False, None
         self.taken_back = False  # run here because no worker had begun it
-        self.future = submit(fn, *args) if submit is not None else None
+        self.future = None
+        self.hand(submit)
+
+    def hand(self, submit: Optional[Submit]) -> None:
+        """Hand it to a worker through submit, unless it is handed or answered already."""
+        if submit is not None and self.future is None and not self.has:
+            self.future = submit(self.fn, *self.args)
 
     def handed(self) -> bool:
         return self.future is not None
@@ -87,10 +94,11 @@ class Workers:
             self.pool = None
 
 
-def own_workers(steps: int, event_bytes: int, jobs: int) -> Optional[Workers]:
-    """Workers for a run of ``steps`` steps with ``event_bytes`` of event files and ``jobs``
-    tasks, or None for a short, small run, a one-core box, or where processes cannot start."""
-    if steps < OWN_WORKERS_STEPS and event_bytes < OWN_WORKERS_BYTES:
+def own_workers(steps: int, file_bytes: int, jobs: int) -> Optional[Workers]:
+    """Workers for a run of ``steps`` steps whose event files in all, or preflight.json, hold
+    ``file_bytes``, with ``jobs`` tasks; None for a short, small run, a one-core box, or where
+    processes cannot start."""
+    if steps < OWN_WORKERS_STEPS and file_bytes < OWN_WORKERS_BYTES:
         return None
     count = ahead.workers(jobs)
     if count < 1:

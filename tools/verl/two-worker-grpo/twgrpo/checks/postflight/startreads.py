@@ -1,0 +1,48 @@
+"""What postflight hands to worker processes before its first check, so they read while it
+scans the training log: preflight.json first (rank placement needs it right after the log
+pass), then the checkpoint's shards (checkpoint/ahead.py), the event files and a long run's
+rollout files (readahead.py). Only where a file is read changes, never what is found.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import placement, readahead, rollouts
+from ..checkpoint import checkpoint, shards
+from ...formats import tfevents
+from ...run.runfolder import RunFolder
+
+
+def start_reads(ctx: Any) -> Optional[readahead.Workers]:
+    """Begin the reads of a PostflightContext: the shard check's workers take them when it
+    started some, else postflight's own for a long run or large files. Returns the own
+    workers, which the caller closes."""
+    folder = RunFolder(ctx.run_dir)
+    ctx.preflight_ahead = readahead.Task(None, placement.read_preflight, folder.preflight_json,
+                                         ctx.profile.NODES)
+    ctx.ahead = checkpoint.start_ahead(ctx.run_dir, ctx.steps, ctx.world_size, first=[ctx.preflight_ahead])
+    event_bytes = 0
+    try:  # tfevents.load_views's files; one that cannot be read is its finding, not this
+        for path in tfevents.event_files(folder.tensorboard):
+            event_bytes += path.stat().st_size if path.is_file() else 0
+    except OSError:
+        pass
+    steps = max(ctx.steps - ctx.first_step + 1, 0)
+    own, submit = None, None
+    if ctx.ahead is not None and ctx.ahead.run is not None:
+        submit = ctx.ahead.submit
+    else:
+        own = readahead.own_workers(steps, max(event_bytes, shards.file_size(folder.preflight_json)),
+                                    2 + -(-steps // rollouts.CHUNK_STEPS))
+        submit = own.submit if own is not None else None
+    try:
+        ctx.preflight_ahead.hand(submit)
+        if submit is not None and event_bytes >= readahead.OWN_WORKERS_BYTES:
+            ctx.scalars_ahead = readahead.Task(submit, tfevents.load_views, folder.tensorboard,
+                                               ctx.scalar_views())
+        ctx.rollouts_ahead = rollouts.start_ahead(ctx, submit)
+    except BaseException:  # no worker outlives postflight
+        if own is not None:
+            own.close()
+        raise
+    return own
