@@ -60,6 +60,28 @@ def test_tasks_handed_first_go_to_the_workers_before_every_shard(paths, monkeypa
     assert handed[0] == "sorted" and set(handed[1:]) == {"_batch"} and not first.taken_back
 
 
+def test_batches_no_worker_has_begun_are_checked_by_the_process_that_waits(paths, monkeypatch):
+    import time
+    from twgrpo.checks.postflight import readahead
+    here = []
+    check_here = shards.Parallel.check_here
+    monkeypatch.setattr(shards.Parallel, "check_here", staticmethod(lambda ps: (here.extend(ps), check_here(ps))[1]))
+    busy = readahead.Task(None, time.sleep, 1.0)  # the one worker is busy: batches wait for it
+    started = ahead.Ahead(paths, 1, first=[busy])
+    sizes = {}
+    assert (started.check_files(paths, sizes=sizes, progress=io.StringIO()), sizes) == alone(paths)
+    # 6 files, 2 a batch: at most the sleep and one batch were queued to the worker, the rest is here
+    assert len(here) >= len(paths) - shards.BATCH_FILES and len(set(here)) == len(here)
+
+
+def test_a_file_no_one_answered_for_is_checked_here_never_passed(paths, monkeypatch):
+    collect = shards.Parallel.collect_workers
+    monkeypatch.setattr(shards.Parallel, "collect_workers",
+                        lambda self: {p: v for p, v in collect(self).items() if not p.endswith("crc.pt")})
+    sizes = {}
+    assert (ahead.Ahead(paths, 2).check_files(paths, sizes=sizes), sizes) == alone(paths)
+
+
 def test_other_paths_a_lost_worker_or_no_cores_are_checked_when_asked(paths, monkeypatch):
     started = ahead.Ahead(paths, 2)
     assert started.check_files(paths[:3], sizes={}) == alone(paths[:3])[0]

@@ -3,6 +3,10 @@ processes read the checkpoint (and a short run's rollouts, postflight/rollouts.p
 process reads the log and the records; the checkpoint check then takes their verdicts. A 16,384-rank run has 49,152 shards: their
 check and the rest of postflight each take a core-second, one after the other without this.
 
+When the check is asked for, the batches no worker has begun yet are checked by this
+process (shards.Parallel.take_back) while the workers finish theirs: on two cores the asking
+process would otherwise wait idle.
+
 Only when the files are read changes, never a verdict: the workers run shards.Parallel, as
 shards.check_files does, and anything that keeps them from answering (no worker processes, one
 killed, other paths asked for) leaves the check to shards.check_files when it is asked for. The
@@ -50,7 +54,7 @@ class Ahead:
 
     def _collect(self) -> None:
         try:
-            self.found = self.run.collect() if self.run is not None else None
+            self.found = self.run.collect_workers() if self.run is not None else None
         except BaseException as exc:  # BrokenProcessPool and the like: checked again when asked
             self.failed = exc
 
@@ -72,12 +76,17 @@ class Ahead:
             return shards.check_files(paths, progress=progress, sizes=sizes)
         stream = progress if progress is not None else sys.stderr
         self.meter.stream, self.meter.on = stream, bool(getattr(stream, "isatty", lambda: False)())
+        taken = self.run.take_back()  # what no worker has begun yet is checked here meanwhile
         self.thread.join()
         if self.found is None:
             return shards.check_files(paths, progress=progress, sizes=sizes)
+        found = {**self.found, **taken}
+        missing = [path for path in self.paths if path not in found]
+        if missing:  # answered by no one (every file is in one task): checked here, never passed
+            found.update(self.run.check_here(missing))
         if sizes is not None:
-            sizes.update((path, size) for path, (problem, size) in self.found.items() if problem is None)
-        return {path: self.found[path][0] for path in self.paths}
+            sizes.update((path, size) for path, (problem, size) in found.items() if problem is None)
+        return {path: found[path][0] for path in self.paths}
 
 
 def workers(files: int) -> int:

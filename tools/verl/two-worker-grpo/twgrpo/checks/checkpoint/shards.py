@@ -233,8 +233,33 @@ class Parallel:
             raise
 
     def collect(self) -> Dict[Any, Tuple[Problem, int]]:
+        """Every file's verdict and size, as the workers found them."""
+        found = self.collect_workers()
+        return {path: found.get(path, (None, 0)) for path in self.sizes}
+
+    def collect_workers(self) -> Dict[Any, Tuple[Problem, int]]:
+        """The verdicts of the files the workers checked: all but those take_back() took."""
         with self.pool:
             return self._collect()
+
+    def take_back(self) -> Dict[Any, Tuple[Problem, int]]:
+        """Check here, from the last, the batches no worker has begun, until one has (the rest
+        are begun too: they are handed out in order); their verdicts. For the thread that waits
+        while another collects: a core that would idle checks files instead."""
+        found: Dict[Any, Tuple[Problem, int]] = {}
+        for future, (kind, paths) in reversed(list(self.pending.items())):  # a copy: the collector pops
+            if kind != "batch":
+                continue
+            if not future.cancel():
+                break
+            found.update(self.check_here(paths))
+            self.meter.advance(len(paths), sum(self.sizes[p] for p in paths))
+        return found
+
+    @staticmethod
+    def check_here(paths: Sequence[Any]) -> Dict[Any, Tuple[Problem, int]]:
+        """Each file's verdict and size, checked in this process."""
+        return dict(zip(paths, _batch([str(p) for p in paths])))
 
     def _collect(self) -> Dict[Any, Tuple[Problem, int]]:
         sizes, meter, pending, pool = self.sizes, self.meter, self.pending, self.pool
@@ -244,6 +269,8 @@ class Parallel:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 kind, paths = pending.pop(future)
+                if future.cancelled():  # taken back: checked by take_back()'s caller
+                    continue
                 if kind == "batch":
                     for path, found in zip(paths, future.result()):
                         results[path] = found
@@ -267,7 +294,7 @@ class Parallel:
                     slices_left[path] -= 1
                     meter.advance(0 if slices_left[path] else 1, sum(s[2] for s in part))
         meter.close()
-        return {path: results.get(path, (None, 0)) for path in sizes}
+        return results
 
 
 def _slices(spans: list) -> List[list]:
