@@ -289,3 +289,40 @@ def test_a_tensors_first_value_is_read_without_unpacking_the_rest():
     assert event_pb2.Event.FromString(data).summary.value[0].tensor.float_val[0] == 2.5
     with pytest.raises(struct.error):
         tfevents.scalars_of_event(event_of(_field(1, 0, b"\x01") + _field(5, 2, bytes(6))))
+
+
+def _tensor_event(tensor: bytes) -> bytes:
+    from tbwrite import _field
+    value = _field(1, 2, b"t") + _field(8, 2, tensor)
+    return _field(1, 1, struct.pack("<d", 7.0)) + _field(2, 0, b"\x03") + _field(5, 2, _field(1, 2, value))
+
+
+@pytest.mark.parametrize("bits", [0x3F81, 0xC2F7, 0x4049, 0x0001])
+def test_a_bfloat16_scalar_is_the_top_half_of_a_float32_and_a_half_an_ieee_half(bits):
+    """half_val holds a bfloat16's bits or an IEEE half's, as dtype says (14 or 19), whichever
+    field comes first; tensor_content too. A bfloat16 was read as a half: 1.0078 became 1.88."""
+    from tbwrite import _field, _varint
+    as_bf16 = struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+    as_half = struct.unpack("<e", struct.pack("<H", bits))[0]
+    for dtype, want in ((14, as_bf16), (19, as_half)):
+        half = _field(13, 2, _varint(bits))
+        for tensor in (_field(1, 0, _varint(dtype)) + half, half + _field(1, 0, _varint(dtype))):
+            proto = event_pb2.Event.FromString(_tensor_event(tensor)).summary.value[0].tensor
+            assert (proto.dtype, proto.half_val[0]) == (dtype, bits)  # what protobuf reads
+            assert tfevents.scalars_of_event(_tensor_event(tensor))[2] == [("t", want)]
+    content = _field(1, 0, _varint(14)) + _field(4, 2, struct.pack("<H", bits))
+    assert tfevents.scalars_of_event(_tensor_event(content))[2] == [("t", as_bf16)]
+
+
+@pytest.mark.parametrize("number,width", [(7, 32), (10, 64)])
+def test_a_tensors_int_field_is_cut_to_its_width_as_protobuf_reads_it(number, width):
+    """int_val (int32) and int64_val of ten bytes with bits past their width: the value protobuf
+    reads, packed or not."""
+    from tbwrite import _field
+    raw = b"\xfe" + b"\xff" * 8 + b"\x7f"  # -2 in 64 bits, with bits past 64 set too
+    for field in (_field(number, 0, raw), _field(number, 2, raw)):
+        tensor = _field(1, 0, b"\x03" if width == 32 else b"\x09") + field
+        proto = event_pb2.Event.FromString(_tensor_event(tensor)).summary.value[0].tensor
+        expected = (proto.int_val if number == 7 else proto.int64_val)[0]
+        assert expected == -2
+        assert tfevents.scalars_of_event(_tensor_event(tensor))[2] == [("t", float(expected))]

@@ -31,7 +31,7 @@ def _fields(buf: bytes) -> Iterator[Tuple[int, int, object]]:
         yield number, wire, value
 
 
-DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_HALF = 1, 2, 3, 9, 19
+DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BFLOAT16, DT_HALF = 1, 2, 3, 9, 14, 19
 
 
 def _tensor_scalar(buf: bytes) -> Optional[float]:
@@ -51,16 +51,41 @@ def _tensor_scalar(buf: bytes) -> Optional[float]:
             first = _first_packed(first, value, "<d")
         elif number in (7, 10, 13) and (wire == 0 or value):  # int, int64, half bits: packed or not
             bits = value if wire == 0 else read_varint(value, 0)[0]  # the first value
-            if first is None:
-                first = (struct.unpack("<e", struct.pack("<H", bits & 0xFFFF))[0] if number == 13
-                         else float(bits - (bits >> 63 << 64)))  # two's complement in 64 bits
+            if first is None:  # each field as protobuf reads it: int32 and int64 cut to their width
+                first = (_Half(bits & 0xFFFF) if number == 13 else
+                         float(_int64(bits)) if number == 10 else float(_int32(bits)))
+    if isinstance(first, _Half):  # 16 bits: a bfloat16's or an IEEE half's, as dtype says
+        return _half(first.bits, dtype)
     if first is not None:
         return float(first)
     if content:
+        if dtype == DT_BFLOAT16 and len(content) >= 2:
+            return _half(struct.unpack_from("<H", content)[0], dtype)
         fmt = {DT_FLOAT: "<f", DT_DOUBLE: "<d", DT_INT32: "<i", DT_INT64: "<q", DT_HALF: "<e"}
         if dtype in fmt and len(content) >= struct.calcsize(fmt[dtype]):
             return float(struct.unpack_from(fmt[dtype], content)[0])
     return None
+
+
+class _Half:
+    """A half_val's 16 bits, read by dtype once the whole tensor is read (dtype may come last)."""
+    __slots__ = ("bits",)
+
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+
+
+def _half(bits: int, dtype: Optional[int]) -> float:
+    """A bfloat16 is the top half of a float32 (as TensorFlow reads it); anything else in
+    half_val is an IEEE half (float16)."""
+    if dtype == DT_BFLOAT16:
+        return float(struct.unpack("<f", struct.pack("<I", bits << 16))[0])
+    return float(struct.unpack("<e", struct.pack("<H", bits))[0])
+
+
+def _int32(varint: int) -> int:
+    """An int32 field's value: the low 32 bits in two's complement, as protobuf reads it."""
+    return ((varint & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
 
 
 def _int64(varint: int) -> int:
