@@ -7,7 +7,7 @@ import re
 import pytest
 import synthrun
 import torchlike
-from twgrpo.checks.checkpoint import shards
+from twgrpo.checks.checkpoint import progress, shards
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_progress_is_a_line_on_a_terminal_and_nothing_when_piped_and_quick(files
 
 def test_a_long_check_prints_whole_progress_lines_into_a_log(files, monkeypatch):
     """In a job's log (not a terminal): a line every LOG_EVERY seconds, and one at the end."""
-    monkeypatch.setattr(shards, "LOG_EVERY", 0.0)  # every file takes "long enough"
+    monkeypatch.setattr(progress, "LOG_EVERY", 0.0)  # every file takes "long enough"
     paths = [files["big"], files["small"], files["small-crc"]]
     logged = io.StringIO()
     shards.check_files(paths, jobs=1, progress=logged)
@@ -101,11 +101,11 @@ def test_a_long_check_logs_less_often_as_it_goes_and_a_bounded_number_of_lines()
     files, lines = logged_lines(24 * 3600)  # a day
     so_far = [int(re.search(r"\((\d+) s so far\)", line).group(1)) for line in lines]
     gaps = [b - a for a, b in zip([0] + so_far, so_far)]
-    assert gaps[:shards.LOG_DOUBLING] == [shards.LOG_EVERY] * shards.LOG_DOUBLING
+    assert gaps[:progress.LOG_DOUBLING] == [progress.LOG_EVERY] * progress.LOG_DOUBLING
     assert all(b >= a for a, b in zip(gaps, gaps[1:-1]))  # the spacing only grows
-    assert len(lines) < shards.LOG_LINES and lines[-1].startswith(f"checkpoint: {files}/{files} files")
+    assert len(lines) < progress.LOG_LINES and lines[-1].startswith(f"checkpoint: {files}/{files} files")
     files, lines = logged_lines(7 * 24 * 3600, every=60)  # a week: the bound holds
-    assert len(lines) == shards.LOG_LINES and lines[-1].startswith(f"checkpoint: {files}/{files} files")
+    assert len(lines) == progress.LOG_LINES and lines[-1].startswith(f"checkpoint: {files}/{files} files")
 
 
 def test_workers_are_bounded_by_cores_memory_and_jobs(monkeypatch):
