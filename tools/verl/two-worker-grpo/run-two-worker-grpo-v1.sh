@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=727c9bf037062b1ecb04c08fbce4f82d590be905fa73d28c814e2d047aebb22a
+readonly BUNDLE_SUMS_SHA256=d40bf6a090af3071d8ee5e3c0bdb63157c658728b0ef490bd4a7c64dcf5c205d
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

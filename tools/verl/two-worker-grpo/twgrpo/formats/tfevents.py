@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from .crc32c import crc32c
-from .tfproto import scalars_of_event
+from . import tffold
+from .tfproto import known_row, scalars_of_event
 from .tfrecord import MAX_RECORD, Problem, masked_crc, read_records
 
 __all__ = ["MAX_RECORD", "Problem", "Scalars", "crc32c", "load_scalars", "load_views",
@@ -117,54 +118,89 @@ def load_views(folder: Path, views: List[View], envelopes: bool = False) -> List
     # holds the tag (each holds all of its values from its first), so one pair a tag.
     latest: Dict[str, Tuple[int, float]] = {}
     layouts: Dict = {}  # the record layouts met so far (tfproto.scalars_of_event)
+
+    def fold(step: int, found: Iterable[Tuple[str, float]]) -> None:
+        """One record's values into every view that keeps their tags, value by value."""
+        for tag, value in found:
+            route = routes.get(tag)
+            if route is None:
+                route = _route(loads, routes, tags, tag)
+            finite = not value - value  # 0.0 for a finite value, NaN for NaN and inf
+            if not finite:
+                _nonfinite(nonfinite, tag, step, value)
+            held = False
+            for scalars, keep_step, values, strides, lasts, envelope, widths in route:
+                if envelope is not None and finite:
+                    # A value inside a bucket it does not widen is most of a long run's:
+                    # judged here, without a call; the rest (a new bucket) by _envelop.
+                    buckets = envelope.get(tag)
+                    cell = None if buckets is None else buckets.get(step // widths.get(tag, 1))
+                    if cell is None:
+                        _envelop(scalars, envelope, tag, step, value)
+                    else:
+                        if value < cell[1]:
+                            cell[0], cell[1] = step, value
+                        if value > cell[3]:
+                            cell[2], cell[3] = step, value
+                series = values.get(tag)
+                if series is None or step in series:  # a new tag, a step written again
+                    held = _hold(scalars, tag, step, value, keep_step) or held
+                    continue
+                held = True  # _hold's steps for a new step of a held tag, inline
+                if step > lasts[tag]:
+                    lasts[tag] = step
+                stride = strides.get(tag, 1)
+                if step % stride and step != keep_step:
+                    scalars.thinned += 1  # a long run's most common value
+                    continue
+                series[step] = value
+                scalars.held += 1
+                if len(series) > max(MIN_PER_TAG, MAX_VALUES // len(values)):
+                    _thin(scalars, tag, series, stride * 2, keep_step)
+            if held and step >= latest.get(tag, (step,))[0]:
+                latest[tag] = (step, value)
+
+    # Rows of one layout wait in a batch (tffold.py): folded a tag at a time once steady.
+    batch_tags: Optional[Tuple[str, ...]] = None
+    batch_steps: List[int] = []
+    batch_rows: List[tuple] = []
+
+    def flush() -> None:
+        if batch_rows:
+            if tffold.steady(batch_tags, routes, nonfinite, MAX_TAGS, ENVELOPE_TAGS):
+                tffold.fold_rows(batch_tags, batch_steps, batch_rows, routes, nonfinite, latest,
+                                 _nonfinite, _envelop, _thin, _share)
+            else:
+                for step, row in zip(batch_steps, batch_rows):
+                    fold(step, zip(batch_tags, row))
+            batch_steps.clear()
+            batch_rows.clear()
+
     for path in files:
         try:
             for index, record in enumerate(read_records(path, problems)):
+                try:
+                    row = known_row(layouts, record)
+                except (ValueError, struct.error):  # read again below, where damage is named
+                    row = None
+                if row is not None:
+                    if row[2] is not batch_tags or len(batch_rows) * len(row[2]) >= tffold.BATCH:
+                        flush()
+                        batch_tags = row[2]
+                    batch_steps.append(row[0])
+                    batch_rows.append(row[3])
+                    continue
+                flush()
                 try:
                     step, _, found = scalars_of_event(record, layouts)
                 except (ValueError, struct.error) as exc:  # ThriftError is a ValueError
                     problems.append(Problem("crc", str(path), index, -1,
                                             f"record does not decode: {exc}"))
                     continue
-                for tag, value in found:
-                    route = routes.get(tag)
-                    if route is None:
-                        route = _route(loads, routes, tags, tag)
-                    finite = not value - value  # 0.0 for a finite value, NaN for NaN and inf
-                    if not finite:
-                        _nonfinite(nonfinite, tag, step, value)
-                    held = False
-                    for scalars, keep_step, values, strides, lasts, envelope, widths in route:
-                        if envelope is not None and finite:
-                            # A value inside a bucket it does not widen is most of a long run's:
-                            # judged here, without a call; the rest (a new bucket) by _envelop.
-                            buckets = envelope.get(tag)
-                            cell = None if buckets is None else buckets.get(step // widths.get(tag, 1))
-                            if cell is None:
-                                _envelop(scalars, envelope, tag, step, value)
-                            else:
-                                if value < cell[1]:
-                                    cell[0], cell[1] = step, value
-                                if value > cell[3]:
-                                    cell[2], cell[3] = step, value
-                        series = values.get(tag)
-                        if series is None or step in series:  # a new tag, a step written again
-                            held = _hold(scalars, tag, step, value, keep_step) or held
-                            continue
-                        held = True  # _hold's steps for a new step of a held tag, inline
-                        if step > lasts[tag]:
-                            lasts[tag] = step
-                        stride = strides.get(tag, 1)
-                        if step % stride and step != keep_step:
-                            scalars.thinned += 1  # a long run's most common value
-                            continue
-                        series[step] = value
-                        scalars.held += 1
-                        if len(series) > max(MIN_PER_TAG, MAX_VALUES // len(values)):
-                            _thin(scalars, tag, series, stride * 2, keep_step)
-                    if held and step >= latest.get(tag, (step,))[0]:
-                        latest[tag] = (step, value)
+                fold(step, found)
+            flush()
         except OSError as exc:  # a FIFO, a device, a read error
+            flush()
             problems.append(Problem("crc", str(path), 0, -1, f"unreadable: {exc.strerror or exc}"))
     for scalars, _, _ in loads:
         for tag, series in scalars.values.items():  # the chart and the summary end at the last step
@@ -173,6 +209,11 @@ def load_views(folder: Path, views: List[View], envelopes: bool = False) -> List
                 scalars.held += 1
             series[step] = value
     return [scalars for scalars, _, _ in loads]
+
+
+def _share(tags: int) -> int:
+    """Values a tag may hold while ``tags`` tags are held (more, and it is thinned)."""
+    return max(MIN_PER_TAG, MAX_VALUES // tags)
 
 
 def _route(loads, routes: Dict[str, List[tuple]], tags: Set[str], tag: str) -> List[tuple]:

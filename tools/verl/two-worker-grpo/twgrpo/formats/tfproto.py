@@ -190,6 +190,13 @@ def _known_layout(layouts: Layouts, data: bytes
                   ) -> Optional[Tuple[int, float, List[Tuple[str, float]]]]:
     """_simple_event's answer for a record in a layout seen before (_learn), from one unpack
     and one comparison of its fixed bytes; None when the layout is new or differs."""
+    row = known_row(layouts, data)
+    return None if row is None else (row[0], row[1], list(zip(row[2], row[3])))
+
+
+def known_row(layouts: Layouts, data: bytes) -> Optional[Tuple[int, float, Tuple[str, ...], tuple]]:
+    """(step, wall time, tags, values) of a record in a layout seen before: the layout's tags
+    are one tuple for all its records (tfevents folds such records a tag at a time)."""
     known = layouts.get((len(data), data[-6])) if len(data) > 16 else None
     if known is None:
         return None
@@ -206,7 +213,7 @@ def _known_layout(layouts: Layouts, data: bytes
     if varint[-1] >= 0x80 or width > 9:
         return None
     step |= varint[-1] << shift
-    return step, fields[1], list(zip(tags, fields[5::2]))
+    return step, fields[1], tags, fields[5::2]
 
 
 def scalars_of_event(data: bytes, layouts: Optional[Layouts] = None
