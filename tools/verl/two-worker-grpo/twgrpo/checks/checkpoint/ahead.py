@@ -80,10 +80,7 @@ class Ahead:
         self.thread.join()
         if self.found is None:
             return shards.check_files(paths, progress=progress, sizes=sizes)
-        found = {**self.found, **taken}
-        missing = [path for path in self.paths if path not in found]
-        if missing:  # answered by no one (every file is in one task): checked here, never passed
-            found.update(self.run.check_here(missing))
+        found = self.run.complete({**self.found, **taken})
         if sizes is not None:
             sizes.update((path, size) for path, (problem, size) in found.items() if problem is None)
         return {path: found[path][0] for path in self.paths}

@@ -234,8 +234,15 @@ class Parallel:
 
     def collect(self) -> Dict[Any, Tuple[Problem, int]]:
         """Every file's verdict and size, as the workers found them."""
-        found = self.collect_workers()
-        return {path: found.get(path, (None, 0)) for path in self.sizes}
+        return self.complete(self.collect_workers())
+
+    def complete(self, found: Dict[Any, Tuple[Problem, int]]) -> Dict[Any, Tuple[Problem, int]]:
+        """Every file's verdict and size: found's, and for a file no one answered for (each
+        is in one task, so none should be), the check run here; never a pass by default."""
+        missing = [path for path in self.sizes if path not in found]
+        if missing:
+            found = {**found, **self.check_here(missing)}
+        return {path: found[path] for path in self.sizes}
 
     def collect_workers(self) -> Dict[Any, Tuple[Problem, int]]:
         """The verdicts of the files the workers checked: all but those take_back() took."""
