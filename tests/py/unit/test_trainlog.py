@@ -111,3 +111,25 @@ def test_a_line_is_judged_for_fatal_markers_and_causes_only_past_the_words_both_
         scan = trainlines.LogScan()
         trainlines._parse_line(scan, 1, line)
         assert scan.fatal_count + sum(scan.cause_counts.values()) > 0, line
+
+
+def test_a_merge_takes_a_new_key_whole_only_with_room_for_all_it_holds(tmp_path, monkeypatch):
+    """merge() adopts a rank's evidence whole when it fits the budget; at every budget, the
+    scan is the one that adding each item on its own gives (the whole-key path off)."""
+    path = synthesized(tmp_path)
+    size = path.stat().st_size
+    segments = trainlog.segments(size, 3)
+    assert len(segments) == 3
+    items = trainlog.scan_range(str(path), 0, size).kept
+
+    def joined(keep):
+        return trainlog.join([trainlog.scan_range(str(path), b, e, keep=keep) for b, e in segments], keep)
+
+    keeps = sorted({1, 2, items // 3, items // 3 + 1, items // 2, items - 1, items, items + 1, 10 * items})
+    got = [joined(keep) for keep in keeps]
+    assert joined(None) == line_by_line(path)
+    monkeypatch.setattr(trainlines.LogScan, "_room_for", lambda self, items: False)
+    want = [joined(keep) for keep in keeps]
+    for keep, one, other in zip(keeps, got, want):
+        assert (one, one.kept, one.dropped) == (other, other.kept, other.dropped), keep
+    assert any(scan.dropped for scan in got) and not got[-1].dropped

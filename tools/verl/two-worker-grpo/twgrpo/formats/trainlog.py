@@ -28,7 +28,7 @@ from .trainlines import (ANCHORED, FATAL_SAMPLES, KEEP, SEARCHES, VALIDATED, Ini
 from .trainshape import Shapes
 
 __all__ = ["FATAL_SAMPLES", "KEEP", "MAX_LINE", "VALIDATED", "InitEvent", "LogScan", "Transport",
-           "scan_log", "scan_range"]
+           "join", "scan_log", "scan_range"]
 
 BLOCK = 8 << 20
 SEGMENT = 64 << 20
@@ -222,15 +222,28 @@ def scan_log(path: str, jobs: Optional[int] = None, max_line: Optional[int] = No
     jobs = jobs or min(os.cpu_count() or 1, 8)
     if size <= SEGMENT or jobs <= 1:
         return scan_range(path, 0, size, max_line, keep)
-    bounds = list(range(0, size, SEGMENT)) + [size]
-    ranges = list(zip(bounds[:-1], bounds[1:]))
+    ranges = segments(size, -(-size // SEGMENT))
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         parts = list(pool.map(scan_range, [path] * len(ranges), [b for b, _ in ranges],
                               [e for _, e in ranges], [max_line] * len(ranges),
                               [keep] * len(ranges)))
+    return join(parts, keep)
+
+
+def segments(size: int, parts: int) -> List[Tuple[int, int]]:
+    """[begin, end) byte ranges that split a file of ``size`` bytes into ``parts`` about equal
+    segments (fewer for a file of fewer bytes), for scan_range."""
+    step = max(-(-size // max(parts, 1)), 1)
+    bounds = list(range(0, size, step)) + [size]
+    return list(zip(bounds[:-1], bounds[1:])) or [(0, 0)]
+
+
+def join(parts: List[LogScan], keep: Optional[int] = None) -> LogScan:
+    """One scan of the whole file from the scans of its segments, in file order: each
+    segment's line numbers follow the lines before it."""
     total = LogScan(keep=keep)
     offset = 0
-    for part in parts:  # renumber each segment's lines after the ones before it
+    for part in parts:
         _shift(part, offset)
         total.merge(part)
         offset += part.lines
