@@ -3,6 +3,7 @@
 verdicts, sizes and findings they would have read themselves; anything else (other paths, no
 workers, a worker lost) is checked then."""
 import io
+import threading
 import types
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
@@ -110,7 +111,12 @@ def test_postflight_starts_the_check_of_the_target_steps_shards(tmp_path, monkey
     assert checkpoint.start_ahead(run, 3, 4) is None  # no such step folder: nothing to start
 
 
-def test_a_short_runs_rollouts_are_read_by_the_workers_with_the_same_findings(paths, tmp_path):
+def test_a_short_runs_rollouts_are_read_by_the_workers_with_the_same_findings(paths, tmp_path, monkeypatch):
+    # The shard check is held open until the rollouts are handed over: three small shards may be
+    # checked (and the pool closed, so that submit answers None) before the test hands them.
+    handed = threading.Event()
+    collect = ahead.Ahead._collect
+    monkeypatch.setattr(ahead.Ahead, "_collect", lambda self: (handed.wait(30), collect(self)))
     run = tmp_path / "run"
     (run / "rollouts").mkdir(parents=True)
     row = '{"input": "q", "output": "a", "score": 0.5, "step": %d}\n'
@@ -125,6 +131,7 @@ def test_a_short_runs_rollouts_are_read_by_the_workers_with_the_same_findings(pa
         return made
 
     here, there = ctx(None), ctx(ahead.Ahead(paths, 2))
+    handed.set()
     assert here.rollouts_ahead is None and all(task.handed() for task in there.rollouts_ahead.tasks)
     for task in there.rollouts_ahead.tasks:
         task.future.result()  # answered by the workers (after the shards) before the check comes

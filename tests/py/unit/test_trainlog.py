@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import synthrun
-from twgrpo.formats import causes, trainlines, trainlog
+from twgrpo.formats import causes, evidencemerge, trainlines, trainlog
 
 REAL_LOG = next((Path(__file__).resolve().parents[2] / "fixtures" / "real-smoke-run").glob("smoke-*")) / "training.log"
 # the one rank's worker, as Ray's line prefix names it
@@ -117,6 +117,7 @@ def test_a_merge_takes_a_new_key_whole_only_with_room_for_all_it_holds(tmp_path,
     """merge() adopts a rank's evidence whole when it fits the budget; at every budget, the
     scan is the one that adding each item on its own gives (the whole-key path off)."""
     path = synthesized(tmp_path)
+    path.write_text(path.read_text() * 2)  # every rank's lines again: each key in two segments
     size = path.stat().st_size
     segments = trainlog.segments(size, 3)
     assert len(segments) == 3
@@ -128,7 +129,7 @@ def test_a_merge_takes_a_new_key_whole_only_with_room_for_all_it_holds(tmp_path,
     keeps = sorted({1, 2, items // 3, items // 3 + 1, items // 2, items - 1, items, items + 1, 10 * items})
     got = [joined(keep) for keep in keeps]
     assert joined(None) == line_by_line(path)
-    monkeypatch.setattr(trainlines.LogScan, "_room_for", lambda self, items: False)
+    monkeypatch.setattr(evidencemerge, "room_for", lambda total, items: False)
     want = [joined(keep) for keep in keeps]
     for keep, one, other in zip(keeps, got, want):
         assert (one, one.kept, one.dropped) == (other, other.kept, other.dropped), keep

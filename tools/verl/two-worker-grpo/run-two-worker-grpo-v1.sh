@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=3c63b492edcf8d71ce73041a8eac8d805a867dd49c9e766424ead04056886b94
+readonly BUNDLE_SUMS_SHA256=a980a26018a29ecae05b3d049ef51c27f4d9403c70fb70013f90c3a322fb13b9
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

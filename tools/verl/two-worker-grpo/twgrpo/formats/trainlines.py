@@ -11,6 +11,7 @@ import re
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from .causes import CAUSE_WORDS, classify
+from .evidencemerge import merge_evidence
 
 FATAL_SAMPLES = 20
 CAUSE_SAMPLES = 5  # per cause
@@ -227,40 +228,7 @@ class LogScan:
             self.add_step(self.metric_steps, value)
         self.checkpoint_loads += other.checkpoint_loads[:max(LOAD_SAMPLES - len(self.checkpoint_loads), 0)]
         self.shard_loads += other.shard_loads[:max(LOAD_SAMPLES - len(self.shard_loads), 0)]
-        # A key this scan has not seen, with room for all it holds, is taken whole: what the
-        # item-by-item adds below would build, at thousands of ranks without a call an item.
-        for key, phases in other.inits.items():
-            if key not in self.inits and self._room_for(sum(map(len, phases.values()))):
-                self.inits[key] = phases
-                continue
-            for phase, events in phases.items():
-                for event in events:
-                    self.add_init(key, phase, event)
-        for key, t in other.transport.items():
-            if key not in self.transport and self._room_for(
-                    1 + len(t.ib_disable) + len(t.socket_ips) + len(t.networks) + len(t.ib_devices)):
-                self.transport[key] = t
-                continue
-            for ib in t.ib_disable:
-                self.add_transport(key, ib=ib)
-            self.add_transport(key, ips=sorted(t.socket_ips))
-            for network in sorted(t.networks):
-                self.add_transport(key, network=network)
-            self.add_transport(key, ib_devices=sorted(t.ib_devices))
-        for key, seen in other.gloo.items():
-            if key not in self.gloo and self._room_for(len(seen)):
-                self.gloo[key] = seen
-                continue
-            for pair in sorted(seen):
-                self.add_gloo(key, pair)
-
-    def _room_for(self, items: int) -> bool:
-        """Whether ``items`` more evidence items may be held (then counted as held), for merge:
-        False leaves the count as it was, and the items are added one at a time."""
-        if items and self.kept + items <= self.most:
-            self.kept += items
-            return True
-        return False
+        merge_evidence(self, other)
 
 
 def _fatal_marker(body: str) -> Optional[str]:
