@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=a980a26018a29ecae05b3d049ef51c27f4d9403c70fb70013f90c3a322fb13b9
+readonly BUNDLE_SUMS_SHA256=016bac6967cd12afba1d46f58646bc725029b982d6238eb6dbf197bd68a9dacb
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

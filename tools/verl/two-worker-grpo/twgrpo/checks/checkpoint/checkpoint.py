@@ -1,6 +1,7 @@
 """Checkpoint shards without torch: each must be a whole archive laid out as torch.save writes."""
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -19,9 +20,10 @@ def shard_problem(path: Path) -> Optional[Tuple[str, str]]:
     return shards.problem(path)[0]
 
 
-def _names(world: int) -> List[Tuple[str, int, str]]:
-    return [(kind, rank, f"{kind}_world_size_{world}_rank_{rank}.pt")
-            for kind in SHARD_KINDS for rank in range(world)]
+@functools.lru_cache(maxsize=2)  # postflight asks twice (start_ahead, step_findings): 49,152 names
+def _names(world: int) -> Tuple[Tuple[str, int, str], ...]:
+    return tuple((kind, rank, f"{kind}_world_size_{world}_rank_{rank}.pt")
+                 for kind in SHARD_KINDS for rank in range(world))
 
 
 def shard_paths(run_dir: Path, step: int, world: int) -> List[str]:
@@ -51,11 +53,10 @@ def step_findings(run_dir: Path, step: int, world: int,
     step_dir = RunFolder(run_dir).checkpoints / f"global_step_{step}"
     actor = step_dir / "actor"
     found, files, sizes = [], {}, {}
-    folder, shown = str(actor), str(actor.relative_to(run_dir))
-    names = _names(world)
-    problems = check_files(shard_paths(run_dir, step, world), sizes=sizes)
-    for kind, rank, name in names:
-        path = f"{folder}/{name}"
+    shown = str(actor.relative_to(run_dir))
+    paths = shard_paths(run_dir, step, world)
+    problems = check_files(paths, sizes=sizes)
+    for (kind, rank, name), path in zip(_names(world), paths):  # paths: the names', then data.pt
         problem = problems[path]
         if problem and problem[0] == "missing":
             found.append(finding("POST-E021", path, f"no {kind} shard for rank {rank}"))
