@@ -7,6 +7,8 @@ Usage: bench/scale.py SCRATCH [--only NAME ...] [--bundle DIR]
 Cases (tests/lib/synthrun.py, kept under SCRATCH between calls): 2x2, 176x8, 1024x8,
 2048x8-ib, 2048x8 (Socket), 2x2 at 100,000 steps. Each view runs in a fresh process; the floor
 is one warm read of every file in the run folder (1 MiB blocks). Every view must say SUCCESS.
+Each view's CPU time (its process and its workers) shows when the cores, not one process,
+bound it: a view cannot end before its core-seconds divided by the cores.
 Targets: 2048x8-ib postflight <= 3x the floor and < 500 MiB; the 100,000-step run's postflight
 and report <= 3x the floor each.
 """
@@ -27,8 +29,9 @@ CASES = {"2x2": (2, 2, 2, "socket"), "176x8": (176, 8, 2, "socket"), "1024x8": (
 MEASURE = """
 import json, resource, subprocess, sys
 done = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+used = resource.getrusage(resource.RUSAGE_CHILDREN)  # the view and the workers it waited for
 print(json.dumps({"rc": done.returncode, "out": done.stdout.decode("utf-8", "replace")[-20000:],
-                  "rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+                  "rss_mib": used.ru_maxrss / 1024, "cpu": used.ru_utime + used.ru_stime}))
 """
 FLOOR = """
 import os, resource, sys, json, time
@@ -120,7 +123,7 @@ def main() -> int:
             statuses.add(status)
             print(f"  {view:10s} {status:9s} rc {result['rc']}  {result['seconds']:7.2f} s = "
                   f"{result['seconds'] / max(floor['seconds'], 1e-3):6.1f}x the floor  "
-                  f"peak {result['rss_mib']:6.0f} MiB", flush=True)
+                  f"peak {result['rss_mib']:6.0f} MiB  cpu {result['cpu']:5.2f} core-s", flush=True)
             if status != "SUCCESS":
                 print("    " + "\n    ".join(result["out"].splitlines()[-12:]))
         if statuses == {"SUCCESS"}:
