@@ -86,6 +86,22 @@ def test_a_nan_at_an_earlier_step_in_any_scalar_fails(run, capsys):
     assert "actor/entropy: (POST-E128) nan at step 1" in capsys.readouterr().out
 
 
+def test_a_nan_written_again_finite_at_its_step_is_said_not_failed(run, capsys):
+    """verl resumed in one TensorBoard folder writes its steps again: the last write of a step is the
+    run's, so a NaN it replaced by a finite value is a warning; one it did not replace fails."""
+    append_scalar(run, 1, "actor/entropy", float("nan"))
+    append_scalar(run, 1, "actor/entropy", 0.25)  # the step written again, finite
+    assert main(["postflight", "--output-dir", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "actor/entropy: (POST-W128) nan at step 1 was written again, finite" in out and "(POST-E128)" not in out
+    append_scalar(run, 2, "actor/entropy", float("inf"))
+    append_scalar(run, 1, "actor/entropy", 0.5)  # another step written again: step 2's inf stands
+    (run / "SUCCESS").unlink()
+    assert main(["postflight", "--output-dir", str(run)]) == 1
+    assert failed_ids(run) == {"POST-E128"}
+    assert "actor/entropy: (POST-E128) inf at step 2" in capsys.readouterr().out
+
+
 def reward_ctx(run, hub="modelscope"):
     return types.SimpleNamespace(profile=with_overrides(load_profile(None), MODEL_HUB=hub), run_dir=run,
                                  evidence={})

@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=016bac6967cd12afba1d46f58646bc725029b982d6238eb6dbf197bd68a9dacb
+readonly BUNDLE_SUMS_SHA256=a2a21939fe22fcefcabcfe1fc5534828a00227bff62bf5071bf1c1588f388917
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

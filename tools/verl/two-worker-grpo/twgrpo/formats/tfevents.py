@@ -12,6 +12,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from .crc32c import crc32c
 from . import tffold
+from .tfnonfinite import NonFinite
 from .tfproto import known_row, scalars_of_event
 from .tfrecord import MAX_RECORD, Problem, masked_crc, read_records
 
@@ -53,8 +54,10 @@ class Scalars:
     dropped: int = 0  # values not held: their tag came after MAX_TAGS others
     thinned: int = 0  # values let go to keep a long run's charts within MAX_VALUES
     stride: Dict[str, int] = dataclasses.field(default_factory=dict)  # tag -> steps kept: k*stride
-    # tag -> (first step, value) of a NaN or inf write, for every tag, kept or not (MAX_TAGS)
+    # tag -> (lowest step, value) of a NaN or inf write no later finite write of that step took
+    # back, for every tag, kept or not (MAX_TAGS; tfnonfinite.py); and of those taken back
     nonfinite: Dict[str, Tuple[int, float]] = dataclasses.field(default_factory=dict)
+    taken_back: Dict[str, Tuple[int, float]] = dataclasses.field(default_factory=dict)
     # With envelopes on (charts): tag -> bucket -> [step of min, min, step of max, max] over
     # every finite value, thinned or not; a bucket is width[tag] steps, doubled as needed.
     envelope: Optional[Dict[str, Dict[int, List]]] = None
@@ -109,7 +112,10 @@ def load_views(folder: Path, views: List[View], envelopes: bool = False) -> List
     problems = Problems()
     tags: Set[str] = set()
     nonfinite: Dict[str, Tuple[int, float]] = {}  # every tag's, whatever a view keeps: shared
-    loads = [(Scalars(files, {}, problems, tags=tags, nonfinite=nonfinite,
+    taken_back: Dict[str, Tuple[int, float]] = {}
+    writes = NonFinite(MAX_TAGS)  # filled as the records come; nonfinite and taken_back at the end
+    rewritable = writes.held  # tag -> its non-finite steps: a finite write may take one back
+    loads = [(Scalars(files, {}, problems, tags=tags, nonfinite=nonfinite, taken_back=taken_back,
                       envelope={} if envelopes else None),
               set(keep) if keep is not None else None, keep_step) for keep, keep_step in views]
     # tag -> the views that keep it, each with the parts of it a value touches (up to MAX_TAGS)
@@ -127,7 +133,9 @@ def load_views(folder: Path, views: List[View], envelopes: bool = False) -> List
                 route = _route(loads, routes, tags, tag)
             finite = not value - value  # 0.0 for a finite value, NaN for NaN and inf
             if not finite:
-                _nonfinite(nonfinite, tag, step, value)
+                writes.note(tag, step, value)
+            elif tag in rewritable:
+                writes.finite(tag, step)
             held = False
             for scalars, keep_step, values, strides, lasts, envelope, widths in route:
                 if envelope is not None and finite:
@@ -167,9 +175,9 @@ def load_views(folder: Path, views: List[View], envelopes: bool = False) -> List
 
     def flush() -> None:
         if batch_rows:
-            if tffold.steady(batch_tags, routes, nonfinite, MAX_TAGS, ENVELOPE_TAGS):
-                tffold.fold_rows(batch_tags, batch_steps, batch_rows, routes, nonfinite, latest,
-                                 _nonfinite, _envelop, _thin, _share)
+            if tffold.steady(batch_tags, routes, writes, MAX_TAGS, ENVELOPE_TAGS):
+                tffold.fold_rows(batch_tags, batch_steps, batch_rows, routes, writes, latest,
+                                 _envelop, _thin, _share)
             else:
                 for step, row in zip(batch_steps, batch_rows):
                     fold(step, zip(batch_tags, row))
@@ -202,6 +210,8 @@ def load_views(folder: Path, views: List[View], envelopes: bool = False) -> List
         except OSError as exc:  # a FIFO, a device, a read error
             flush()
             problems.append(Problem("crc", str(path), 0, -1, f"unreadable: {exc.strerror or exc}"))
+    nonfinite.update(writes.standing())
+    taken_back.update(sorted(writes.taken_back.items()))
     for scalars, _, _ in loads:
         for tag, series in scalars.values.items():  # the chart and the summary end at the last step
             step, value = latest[tag]
@@ -225,13 +235,6 @@ def _route(loads, routes: Dict[str, List[tuple]], tags: Set[str], tag: str) -> L
     if len(routes) < MAX_TAGS:
         routes[tag] = route
     return route
-
-
-def _nonfinite(nonfinite: Dict[str, Tuple[int, float]], tag: str, step: int, value: float) -> None:
-    """Every tag's first NaN or inf (up to MAX_TAGS tags), whatever a view keeps."""
-    if tag in nonfinite or len(nonfinite) < MAX_TAGS:
-        if tag not in nonfinite or step < nonfinite[tag][0]:
-            nonfinite[tag] = (step, value)
 
 
 def _hold(scalars: Scalars, tag: str, step: int, value: float, keep_step: Optional[int]) -> bool:

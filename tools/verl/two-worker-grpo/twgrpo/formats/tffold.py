@@ -10,12 +10,12 @@ than once a value. The views come out the same, value for value, as folding reco
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 BATCH = 1 << 16  # values folded together (rows x tags): memory is the rows and their columns
 
 
-def steady(tags: Tuple[str, ...], routes: Dict[str, List[tuple]], nonfinite: Dict, max_tags: int,
+def steady(tags: Tuple[str, ...], routes: Dict[str, List[tuple]], nonfinite: Any, max_tags: int,
            envelope_tags: int) -> bool:
     """Whether rows of these tags may be folded a tag at a time: each tag routed, held by every
     view on its route and given its envelope (or the envelopes are full), no tag twice, and room
@@ -34,22 +34,27 @@ def steady(tags: Tuple[str, ...], routes: Dict[str, List[tuple]], nonfinite: Dic
 
 
 def fold_rows(tags: Tuple[str, ...], steps: List[int], rows: List[tuple], routes: Dict[str, List[tuple]],
-              nonfinite: Dict, latest: Dict[str, Tuple[int, float]], note_nonfinite: Callable,
+              nonfinite: Any, latest: Dict[str, Tuple[int, float]],
               envelop: Callable, thin: Callable, share_of: Callable[[int], int]) -> None:
-    """Fold rows (a tuple of values each, in tags' order) of steady tags into every view."""
+    """Fold rows (a tuple of values each, in tags' order) of steady tags into every view.
+    nonfinite: load_views's tfnonfinite.NonFinite."""
     ascending = steps == sorted(steps)
     columns = list(zip(*rows))
     finite = []
     for column in columns:
         total = sum(column)
         finite.append(total - total == 0)  # every value finite (an overflow: the long way)
-    unfinite = [index for index, whole in enumerate(finite) if not whole]
-    for step, row in zip(steps, rows):  # first NaNs noted in record order, as one by one
-        if not unfinite:
+    held = nonfinite.held  # the columns to walk: a NaN to note, or a finite write to take one back
+    watched = [index for index, tag in enumerate(tags) if not finite[index] or tag in held]
+    for step, row in zip(steps, rows):  # in record order, as one by one
+        if not watched:
             break
-        for index in unfinite:
-            if row[index] - row[index]:  # NaN for NaN and inf
-                note_nonfinite(nonfinite, tags[index], step, row[index])
+        for index in watched:
+            value = row[index]
+            if value - value:  # NaN for NaN and inf
+                nonfinite.note(tags[index], step, value)
+            elif tags[index] in held:
+                nonfinite.finite(tags[index], step)
     for tag, column, whole in zip(tags, columns, finite):
         route = routes[tag]
         for view in route:

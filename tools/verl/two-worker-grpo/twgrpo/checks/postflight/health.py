@@ -57,13 +57,17 @@ def _scalars(ctx):
 
 
 def check_scalars_finite(ctx) -> List[Finding]:
-    """Every scalar at every step; a required scalar at the target step is POST-E017's."""
+    """Every scalar at every step; a required scalar at the target step is POST-E017's. A NaN a
+    later write of its step made finite is not the run's last value: said (tfnonfinite.py)."""
     scalars = _scalars(ctx)
     judged = ctx.evidence.get("tensorboard", {}).get("metrics", {})
     return [finding("POST-E128", tag, f"{value!r} at step {step}, the first non-finite value of "
                     "this scalar", step=step)
             for tag, (step, value) in sorted(scalars.nonfinite.items())
-            if not (tag in judged and step == ctx.steps)]
+            if not (tag in judged and step == ctx.steps)] + \
+        [finding("POST-W128", tag, f"{value!r} at step {step} was written again, finite, by a later "
+                 "record of the step: the run's last value there is finite", step=step)
+         for tag, (step, value) in sorted(scalars.taken_back.items())]
 
 
 def check_reward_sanity(ctx) -> List[Finding]:

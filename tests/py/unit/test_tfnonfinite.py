@@ -1,0 +1,67 @@
+"""NaN and inf in TensorBoard scalars (twgrpo/formats/tfnonfinite.py): a non-finite write stands
+unless a later write of the same tag and step is finite (verl resumed in the same folder),
+whichever file, layout or batch it comes in; what was taken back is told apart, and past the
+steps held a tag, a write stands."""
+import math
+
+import pytest
+from tbwrite import event, record
+from twgrpo.formats import tfevents, tffold, tfnonfinite
+
+NAN, INF = math.nan, math.inf
+
+
+def attempts(folder, *files):
+    """Event files read one after the other, each a list of (step, [(tag, value), ...])."""
+    folder.mkdir()
+    for number, steps in enumerate(files, 1):
+        (folder / f"events.out.tfevents.{number}.host.1.0").write_bytes(
+            b"".join(record(event(step, 1e9 + step, values)) for step, values in steps))
+    scalars = tfevents.load_scalars(folder)
+    return {t: (s, repr(v)) for t, (s, v) in scalars.nonfinite.items()}, \
+        {t: (s, repr(v)) for t, (s, v) in scalars.taken_back.items()}
+
+
+def run_of(steps, bad=(), value=NAN):
+    return [(s, [("loss", value if s in bad else 0.5), ("lr", 1e-6)]) for s in steps]
+
+
+@pytest.fixture(params=[1, 4096], ids=["record-by-record", "batched"])
+def batch(request, monkeypatch):
+    monkeypatch.setattr(tffold, "BATCH", request.param)
+
+
+def test_a_nan_the_retry_wrote_again_finite_is_taken_back(tmp_path, batch):
+    killed = run_of(range(1, 8), bad={5, 7})  # killed after step 7; the retry resumes from 4
+    retry = run_of(range(5, 11))
+    assert attempts(tmp_path / "run", killed, retry) == ({}, {"loss": (5, "nan")})
+
+
+def test_a_nan_no_later_write_took_back_stands(tmp_path, batch):
+    killed = run_of(range(1, 8), bad={5, 7})
+    retry = run_of(range(6, 11))  # resumed from step 5: step 5's NaN stands, 7's is taken back
+    assert attempts(tmp_path / "run", killed, retry) == ({"loss": (5, "nan")}, {"loss": (7, "nan")})
+
+
+def test_a_finite_write_before_the_nan_or_a_nan_written_again_takes_nothing_back(tmp_path, batch):
+    first = run_of(range(1, 4))
+    again = run_of(range(2, 4), bad={3}, value=INF)  # finite first, then inf: the inf is the last
+    assert attempts(tmp_path / "a", first, again) == ({"loss": (3, "inf")}, {})
+    nan_twice = run_of(range(1, 4), bad={2}) + run_of([2], bad={2}, value=-INF)
+    assert attempts(tmp_path / "b", nan_twice) == ({"loss": (2, "-inf")}, {})
+
+
+def test_past_the_steps_held_a_tag_a_nan_stands_whatever_comes_later(tmp_path, batch, monkeypatch):
+    monkeypatch.setattr(tfnonfinite, "HELD_STEPS", 2)
+    diverged = run_of(range(1, 6), bad={2, 3, 4, 5})  # NaN from step 2 on: 2 and 3 held
+    retry = run_of(range(1, 6))  # every step written again finite
+    standing, taken_back = attempts(tmp_path / "run", diverged, retry)
+    assert taken_back == {"loss": (2, "nan")} and standing == {"loss": (4, "nan")}  # 4: not held
+
+
+def test_a_resume_below_the_held_steps_keeps_the_lowest(tmp_path, batch, monkeypatch):
+    monkeypatch.setattr(tfnonfinite, "HELD_STEPS", 2)
+    late = run_of(range(6, 9), bad={6, 7, 8})  # 6 and 7 held, 8 past them
+    early = run_of([2, 3], bad={2})  # a NaN below the held ones: 7 gives way, and stands
+    retry = run_of(range(2, 9))
+    assert attempts(tmp_path / "run", late, early, retry) == ({"loss": (7, "nan")}, {"loss": (2, "nan")})
