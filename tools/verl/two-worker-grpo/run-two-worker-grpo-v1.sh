@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=a2a21939fe22fcefcabcfe1fc5534828a00227bff62bf5071bf1c1588f388917
+readonly BUNDLE_SUMS_SHA256=f1483e314079c5d201700c2fa9bd2a144de5be29c2bfafe98d5020e22a4b0125
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
