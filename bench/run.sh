@@ -12,7 +12,8 @@
 # records    make runs on 5,000 runs of maximal records, report and postflight on huge, nested
 #            and hostile records: time and peak RSS of each (target <= 100 MiB)
 # checkpoint the checkpoint check on 16 and 512 ranks of FSDP2-shaped shards, cold and warm,
-#            against cat, cat -P and zipfile -t; postflight of a 64 x 8 run; 10,000-step charts
+#            against cat, cat -P and zipfile -t; postflight of a 64 x 8 run; 10,000-step charts,
+#            and the same scalars NaN from step 100 on against finite ones
 # compare    make compare on two 10,000-step runs against two make reports; make runs
 #            FORMAT=json on 10,000 runs against the table
 # scale      postflight, audit, report and runs on healthy runs from 2 x 2 to 2,048 x 8 (IB and

@@ -46,8 +46,13 @@ class NonFinite:
         if step in steps or len(steps) < HELD_STEPS:
             steps[step] = value
             return
-        top = max(steps)  # full: keep the lowest steps (a write below the top is a resume's)
-        if step < top:
+        # Full: the lowest steps are kept. A diverged run writes NaN at every later step, so a
+        # step above the held ones is the common case: one comparison with the last beyond.
+        known = self.beyond.get(tag)
+        if known is not None and step >= known[0]:
+            return
+        top = max(steps)
+        if step < top:  # below a held step (steps went back): the top gives way
             self._beyond(tag, top, steps.pop(top))
             steps[step] = value
         else:
