@@ -64,7 +64,7 @@ def test_folding_a_tag_at_a_time_equals_folding_record_by_record(tmp_path, monke
                         ("BUCKETS", rng.choice((4, 16, 240)))):
         monkeypatch.setattr(tfevents, name, value)
     monkeypatch.setattr(tffold, "BATCH", rng.choice((1, 7, 4096)))
-    monkeypatch.setattr(tfnonfinite, "HELD_STEPS", rng.choice((1, 3, 64)))
+    monkeypatch.setattr(tfnonfinite, "HELD_WRITES", rng.choice((1, 3, 40, 1 << 17)))
     stream = random_stream(rng, rng.randint(200, 3000))
     if seed % 3 == 0:  # a damaged record in the middle: skipped, named, the rest read
         middle = bytearray(record(stream[len(stream) // 2]))

@@ -51,17 +51,53 @@ def test_a_finite_write_before_the_nan_or_a_nan_written_again_takes_nothing_back
     assert attempts(tmp_path / "b", nan_twice) == ({"loss": (2, "-inf")}, {})
 
 
-def test_past_the_steps_held_a_tag_a_nan_stands_whatever_comes_later(tmp_path, batch, monkeypatch):
-    monkeypatch.setattr(tfnonfinite, "HELD_STEPS", 2)
+def test_a_diverged_run_resumed_before_its_divergence_leaves_no_nan_standing(tmp_path, batch):
+    killed = run_of(range(1, 301), bad=set(range(100, 301)))  # NaN from step 100 until killed
+    retry = run_of(range(91, 401))  # resumed from step 90: every NaN written again, finite
+    assert attempts(tmp_path / "run", killed, retry) == ({}, {"loss": (100, "nan")})
+
+
+def test_a_nan_written_again_after_its_finite_rewrite_stands_and_is_not_said_taken_back(tmp_path, batch):
+    three = run_of(range(1, 4)) + [(2, [("loss", NAN)]), (2, [("loss", 0.25)]), (2, [("loss", NAN)])]
+    assert attempts(tmp_path / "run", three) == ({"loss": (2, "nan")}, {})
+
+
+def test_tags_whose_nans_were_all_taken_back_keep_no_later_nan_from_standing(tmp_path, batch, monkeypatch):
+    monkeypatch.setattr(tfevents, "MAX_TAGS", 8)
+    junk = [f"junk/{i}" for i in range(8)]  # every tag slot used by a NaN that is taken back
+    stream = [(1, [(t, NAN) for t in junk]), (1, [(t, 0.0) for t in junk]), (2, [("loss", NAN)])]
+    standing, taken_back = attempts(tmp_path / "run", stream)
+    assert standing == {"loss": (2, "nan")} and sorted(taken_back) == junk
+
+
+def test_past_the_steps_held_each_tag_keeps_its_lowest_and_a_write_not_held_stands(tmp_path, batch, monkeypatch):
+    monkeypatch.setattr(tfnonfinite, "HELD_WRITES", 2)
     diverged = run_of(range(1, 6), bad={2, 3, 4, 5})  # NaN from step 2 on: 2 and 3 held
     retry = run_of(range(1, 6))  # every step written again finite
     standing, taken_back = attempts(tmp_path / "run", diverged, retry)
     assert taken_back == {"loss": (2, "nan")} and standing == {"loss": (4, "nan")}  # 4: not held
 
 
-def test_a_resume_below_the_held_steps_keeps_the_lowest(tmp_path, batch, monkeypatch):
-    monkeypatch.setattr(tfnonfinite, "HELD_STEPS", 2)
+def test_steps_that_go_down_past_the_budget_give_way_from_the_top(tmp_path, batch, monkeypatch):
+    monkeypatch.setattr(tfnonfinite, "HELD_WRITES", 2)
     late = run_of(range(6, 9), bad={6, 7, 8})  # 6 and 7 held, 8 past them
     early = run_of([2, 3], bad={2})  # a NaN below the held ones: 7 gives way, and stands
     retry = run_of(range(2, 9))
     assert attempts(tmp_path / "run", late, early, retry) == ({"loss": (7, "nan")}, {"loss": (2, "nan")})
+
+
+def test_every_write_costs_a_bounded_number_of_steps_whatever_the_order():
+    """Steps going down once the budget is full (each gives way from a heap), and one step
+    written NaN and finite over and over (its stale heap entries dropped): linear, bounded."""
+    writes = tfnonfinite.NonFinite(16)
+    for step in range(3 * tfnonfinite.HELD_WRITES, 0, -1):
+        writes.note("a", step, NAN)
+    assert writes.count == tfnonfinite.HELD_WRITES and repr(writes.standing()) == repr({"a": (1, NAN)})
+    assert len(writes.tops["a"]) <= 2 * writes.count + 16
+    again = tfnonfinite.NonFinite(16)
+    for _ in range(10_000):
+        again.note("b", 5, NAN)
+        again.note("b", 6, INF)
+        again.finite("b", 5)
+    assert again.count == 2 and len(again.tops["b"]) <= 2 * 1 + 16
+    assert repr((again.standing(), again.taken_back())) == repr(({"b": (6, INF)}, {"b": (5, NAN)}))

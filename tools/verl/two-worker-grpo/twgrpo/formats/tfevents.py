@@ -211,7 +211,7 @@ def load_views(folder: Path, views: List[View], envelopes: bool = False) -> List
             flush()
             problems.append(Problem("crc", str(path), 0, -1, f"unreadable: {exc.strerror or exc}"))
     nonfinite.update(writes.standing())
-    taken_back.update(sorted(writes.taken_back.items()))
+    taken_back.update(writes.taken_back())
     for scalars, _, _ in loads:
         for tag, series in scalars.values.items():  # the chart and the summary end at the last step
             step, value = latest[tag]

@@ -5,31 +5,39 @@ auto in one output folder, outside the launcher's attempts, which each have thei
 writes the steps after its checkpoint again, in a later event file, and the last write of a
 step wins (tfevents.Scalars.values). A NaN written at a step that a later write made finite is
 not in the run's history as every view shows it. So every non-finite write is held by tag and
-step until a later finite write of the same tag and step takes it back; what stands at the end
-is each tag's lowest non-finite step that nothing took back (postflight's POST-E128), and what
-was taken back is said too (POST-W128).
+step until a later finite write of the same tag and step takes it back (a NaN written there
+again holds it again); what stands at the end is each tag's lowest non-finite step that nothing
+took back (postflight's POST-E128), and what was taken back is said too (POST-W128).
 
-Bounds: at most MAX_TAGS tags, and per tag the lowest HELD_STEPS non-finite steps (4,096 x 64
-writes held: 15 MiB at most, measured). A write past those is not held: the lowest such step
-stands, whatever comes later (it may have been taken back, but a verdict never rests on what
-was not held).
+Bounds: at most HELD_WRITES steps held, over all tags, taken back or not (17 MiB at most,
+measured): a diverged run resumed before its divergence rewrites hundreds of steps of tens of
+tags. Past
+that, each tag keeps its lowest steps, and a write not held stands whatever comes later (it may
+have been taken back, but a verdict never rests on what was not held). Past MAX_TAGS tags with a
+non-finite write, the first write of any other tag stands. Each write costs a few dict steps, a
+heap step where steps go down: linear on any stream.
 """
 from __future__ import annotations
 
-from typing import Dict, Set, Tuple
+import heapq
+from typing import Dict, List, Optional, Set, Tuple
 
-HELD_STEPS = 64  # non-finite steps held a tag (a diverged run writes NaN at every step after)
+HELD_WRITES = 1 << 17  # steps held in all: 4,096 tags x 32, or 60 tags x 2,184
 
 
 class NonFinite:
-    """Non-finite writes in read order; standing() and taken_back give the outcome."""
+    """Non-finite writes in read order; standing() and taken_back() give the outcome."""
 
     def __init__(self, max_tags: int) -> None:
         self.max_tags = max_tags
         self.tags: Set[str] = set()  # tags with a non-finite write (up to max_tags)
-        self.held: Dict[str, Dict[int, float]] = {}  # tag -> step -> value, not taken back (yet)
+        self.held: Dict[str, Dict[int, float]] = {}  # tag -> step -> value, standing so far
+        self.back: Dict[str, Dict[int, float]] = {}  # tag -> step -> value, taken back so far
+        self.count = 0  # steps in held and back
+        self.tops: Dict[str, List[int]] = {}  # tag -> its held steps, negated (a heap; stale
+        # entries, of steps no longer held, are dropped when they come to the top)
         self.beyond: Dict[str, Tuple[int, float]] = {}  # tag -> lowest write not held: stands
-        self.taken_back: Dict[str, Tuple[int, float]] = {}  # tag -> lowest write taken back
+        self.untracked: Optional[Tuple[str, int, float]] = None  # past max_tags: the first, stands
 
     def __len__(self) -> int:
         return len(self.tags)
@@ -38,23 +46,32 @@ class NonFinite:
         """A NaN or inf write of tag at step."""
         if tag not in self.tags:
             if len(self.tags) >= self.max_tags:
+                if self.untracked is None:
+                    self.untracked = (tag, step, value)
                 return
             self.tags.add(tag)
+        back = self.back.get(tag)
+        if back and step in back:  # written again, non-finite: held again
+            del back[step]
+            self.count -= 1
         steps = self.held.get(tag)
         if steps is None:
             steps = self.held[tag] = {}
-        if step in steps or len(steps) < HELD_STEPS:
+        if step in steps:
             steps[step] = value
             return
-        # Full: the lowest steps are kept. A diverged run writes NaN at every later step, so a
-        # step above the held ones is the common case: one comparison with the last beyond.
+        # A diverged run writes NaN at every later step: past a step not held, one comparison.
         known = self.beyond.get(tag)
         if known is not None and step >= known[0]:
             return
-        top = max(steps)
-        if step < top:  # below a held step (steps went back): the top gives way
+        if self.count < HELD_WRITES:
+            self._hold(tag, steps, step, value)
+            return
+        top = self._top(tag, steps)  # full: each tag keeps its lowest steps
+        if top is not None and step < top:
             self._beyond(tag, top, steps.pop(top))
-            steps[step] = value
+            self.count -= 1
+            self._hold(tag, steps, step, value)
         else:
             self._beyond(tag, step, value)
 
@@ -63,11 +80,25 @@ class NonFinite:
         Callers check `tag in held` first: most tags never had a non-finite write."""
         steps = self.held[tag]
         if step in steps:
-            value = steps.pop(step)
+            self.back.setdefault(tag, {})[step] = steps.pop(step)
             if not steps:
                 del self.held[tag]
-            if tag not in self.taken_back or step < self.taken_back[tag][0]:
-                self.taken_back[tag] = (step, value)
+                self.tops.pop(tag, None)
+
+    def _hold(self, tag: str, steps: Dict[int, float], step: int, value: float) -> None:
+        steps[step] = value
+        self.count += 1
+        heap = self.tops.setdefault(tag, [])
+        heapq.heappush(heap, -step)
+        if len(heap) > 2 * len(steps) + 16:  # stale entries: rebuilt, so the heap stays small
+            heap[:] = [-held for held in steps]
+            heapq.heapify(heap)
+
+    def _top(self, tag: str, steps: Dict[int, float]) -> Optional[int]:
+        heap = self.tops.get(tag, [])
+        while heap and -heap[0] not in steps:
+            heapq.heappop(heap)
+        return -heap[0] if heap else None
 
     def _beyond(self, tag: str, step: int, value: float) -> None:
         if tag not in self.beyond or step < self.beyond[tag][0]:
@@ -76,11 +107,19 @@ class NonFinite:
     def standing(self) -> Dict[str, Tuple[int, float]]:
         """Each tag's lowest non-finite write that nothing took back, by tag."""
         found: Dict[str, Tuple[int, float]] = {}
-        for tag in sorted(self.tags):
+        for tag in self.tags:
             steps = self.held.get(tag)
-            lowest = min(steps) if steps else None
-            candidates = ([(lowest, steps[lowest])] if lowest is not None else []) + \
-                ([self.beyond[tag]] if tag in self.beyond else [])
+            candidates = [self.beyond[tag]] if tag in self.beyond else []
+            if steps:
+                lowest = min(steps)
+                candidates.append((lowest, steps[lowest]))
             if candidates:
                 found[tag] = min(candidates, key=lambda pair: pair[0])
-        return found
+        if self.untracked is not None:
+            tag, step, value = self.untracked
+            found[tag] = (step, value)
+        return dict(sorted(found.items()))
+
+    def taken_back(self) -> Dict[str, Tuple[int, float]]:
+        """Each tag's lowest non-finite write that a later finite write took back, by tag."""
+        return {tag: min(steps.items()) for tag, steps in sorted(self.back.items()) if steps}
