@@ -1,6 +1,7 @@
 """Postflight names the cause of a fatal line, a NaN at any step of any scalar, and rewards that
 say nothing was learned: on copies of a real verl run (tests/fixtures/real-smoke-run/) with the
 lines real failure reports quote appended to its training.log."""
+import math
 import shutil
 import types
 from pathlib import Path
@@ -9,7 +10,7 @@ import pytest
 import tbevents
 from twgrpo.checks.postflight import health
 from twgrpo.cli import main
-from twgrpo.formats import causes
+from twgrpo.formats import causes, tfnonfinite
 from twgrpo.run.profile import load_profile, with_overrides
 from verification import failed_ids
 
@@ -100,6 +101,17 @@ def test_a_nan_written_again_finite_at_its_step_is_said_not_failed(run, capsys):
     assert main(["postflight", "--output-dir", str(run)]) == 1
     assert failed_ids(run) == {"POST-E128"}
     assert "actor/entropy: (POST-E128) inf at step 2" in capsys.readouterr().out
+
+
+def test_past_the_steps_held_a_nan_standing_in_at_the_target_step_is_not_left_to_post_e017(run, capsys, monkeypatch):
+    """With one step held, the NaN at step 2 (the target) stands in for the one at step 3 it
+    hides; the target's last value is finite, so POST-E017 is silent: POST-E128 must say it."""
+    monkeypatch.setattr(tfnonfinite, "HELD_WRITES", 1)
+    for step, value in ((1, math.nan), (2, math.nan), (3, math.nan), (1, 0.5), (2, 0.5)):
+        append_scalar(run, step, "actor/pg_loss", value)
+    assert main(["postflight", "--output-dir", str(run)]) == 1
+    assert failed_ids(run) == {"POST-E128"}
+    assert "actor/pg_loss: (POST-E128) nan at step 2" in capsys.readouterr().out
 
 
 def reward_ctx(run, hub="modelscope"):
