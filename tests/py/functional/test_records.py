@@ -286,6 +286,23 @@ def test_a_big_runs_shards_are_one_row_per_kind_and_need_no_cut(run, capsys):
                    "3000 not verified")
 
 
+def test_the_shard_table_reads_names_as_paths_would(run):
+    """Names are read as strings (pathlib's relative_to cost 6 s at 16,384 ranks on Python 3.12):
+    a dot file '.pt' has no suffix and is left out as Path.suffix leaves it out; 'x..pt' and a
+    folder named like a shard count, a verified file by its recorded size."""
+    actor = run / "checkpoints" / "global_step_2" / "actor"
+    (actor / ".pt").write_bytes(b"x")
+    (actor / "x..pt").write_bytes(b"abc")
+    (actor / "notes.txt").write_bytes(b"x")
+    (actor / "model_world_size_9_rank_3.pt").mkdir()
+    verified = {"checkpoints/global_step_2/actor/x..pt": 1000}
+    rows = dict((name, (size, state)) for name, size, state in shardlist.checkpoint_shards(
+        run, {"checkpoint": {"shards": verified}}, [], budget.Size(2, 1, 2)))
+    assert rows["checkpoints/global_step_2/actor/x..pt"] == (1000, "verified")
+    assert rows["checkpoints/global_step_2/actor/model_world_size_9_rank_3.pt"] == (0, "not a regular file")
+    assert not any(name.endswith(("/.pt", ".txt")) for name in rows)
+
+
 def test_runs_cuts_every_column_whatever_a_run_records(run, capsys):
     other = run.parent / ("x" * 200)
     shutil.copytree(run, other)

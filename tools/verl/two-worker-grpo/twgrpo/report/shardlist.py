@@ -26,16 +26,19 @@ def checkpoint_shards(run_dir: Path, evidence: Dict[str, Any], problems: List[Fi
     most = SHARD_NAMES_PER_RANK * size.ranks + 64
     looked, cut = 0, False
     for step_dir in bounded.first_entries(RunFolder(run_dir).checkpoints, "global_step_", size.steps + 2):
-        names = bounded.first_entries(step_dir / "actor", "", most + 1)
+        # Names, not paths: a Path made relative costs tens of microseconds on Python 3.12 (its
+        # 49,152 shards at 16,384 ranks took 6 s there), a string a fraction of one.
+        actor = step_dir / "actor"
+        folder, shown = str(actor), str(actor.relative_to(run_dir))
+        names = bounded.first_names(actor, "", most + 1)
         cut = cut or len(names) > most
-        for path in names[:most]:
-            if path.suffix != ".pt":
+        for name in names[:most]:
+            if not name.endswith(".pt") or name == ".pt":  # Path.suffix: a dot file has none
                 continue
             looked += 1
-            rel = str(path.relative_to(run_dir))
-            match = RANK.match(path.name)
-            key = (str(path.parent.relative_to(run_dir)) + "/" + match.group("kind") + "_rank_{…}.pt"
-                   if match else rel)
+            rel = f"{shown}/{name}"
+            match = RANK.match(name)
+            key = f"{shown}/{match.group('kind')}_rank_{{…}}.pt" if match else rel
             group = groups.setdefault(key, {"files": 0, "bytes": 0, "ranks": [], "states": {}})
             group["files"] += 1
             if match and len(group["ranks"]) < 1 << 20:
@@ -45,7 +48,7 @@ def checkpoint_shards(run_dir: Path, evidence: Dict[str, Any], problems: List[Fi
                 state = "verified"
             else:
                 try:
-                    group["bytes"] += bounded.regular(path).st_size
+                    group["bytes"] += bounded.regular(f"{folder}/{name}").st_size
                     state = "not verified"
                 except bounded.Unreadable as exc:
                     state = str(exc)
