@@ -254,7 +254,7 @@ def _hold(scalars: Scalars, tag: str, step: int, value: float, keep_step: Option
     elif step % stride == 0 or step == keep_step:
         series[step] = value
         scalars.held += 1
-        if len(series) > max(MIN_PER_TAG, MAX_VALUES // len(scalars.values)):
+        if len(series) > _share(len(scalars.values)):
             _thin(scalars, tag, series, stride * 2, keep_step)
     else:
         scalars.thinned += 1

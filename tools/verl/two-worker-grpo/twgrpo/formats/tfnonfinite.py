@@ -11,11 +11,10 @@ took back (postflight's POST-E128), and what was taken back is said too (POST-W1
 
 Bounds: at most HELD_WRITES steps held, over all tags, taken back or not (17 MiB at most,
 measured): a diverged run resumed before its divergence rewrites hundreds of steps of tens of
-tags. Past
-that, each tag keeps its lowest steps, and a write not held stands whatever comes later (it may
-have been taken back, but a verdict never rests on what was not held). Past MAX_TAGS tags with a
-non-finite write, the first write of any other tag stands. Each write costs a few dict steps, a
-heap step where steps go down: linear on any stream.
+tags. Past that, each tag keeps its lowest steps, and a write not held stands whatever comes
+later (it may have been taken back, but a verdict never rests on what was not held). Past
+MAX_TAGS tags with a non-finite write, the first write of any other tag stands. Each write costs
+a few dict steps, a heap step where steps go down: linear on any stream.
 """
 from __future__ import annotations
 

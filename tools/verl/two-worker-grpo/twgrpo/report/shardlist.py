@@ -24,7 +24,7 @@ def checkpoint_shards(run_dir: Path, evidence: Dict[str, Any], problems: List[Fi
     verified = evidence.get("checkpoint", {}).get("shards", {})  # typed: Map(int)
     groups: Dict[str, Dict[str, Any]] = {}
     most = SHARD_NAMES_PER_RANK * size.ranks + 64
-    looked, cut = 0, False
+    cut = False
     for step_dir in bounded.first_entries(RunFolder(run_dir).checkpoints, "global_step_", size.steps + 2):
         # Names, not paths: a Path made relative costs tens of microseconds on Python 3.12 (its
         # 49,152 shards at 16,384 ranks took 6 s there), a string a fraction of one.
@@ -35,7 +35,6 @@ def checkpoint_shards(run_dir: Path, evidence: Dict[str, Any], problems: List[Fi
         for name in names[:most]:
             if not name.endswith(".pt") or name == ".pt":  # Path.suffix: a dot file has none
                 continue
-            looked += 1
             rel = f"{shown}/{name}"
             match = RANK.match(name)
             key = f"{shown}/{match.group('kind')}_rank_{{…}}.pt" if match else rel
