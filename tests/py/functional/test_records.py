@@ -303,6 +303,21 @@ def test_the_shard_table_reads_names_as_paths_would(run):
     assert not any(name.endswith(("/.pt", ".txt")) for name in rows)
 
 
+def test_the_shard_table_names_hostile_entries_without_opening_them(run):
+    """A FIFO is never opened (no wait), a symlink loop is named, a name that is not UTF-8 is kept."""
+    actor = run / "checkpoints" / "global_step_2" / "actor"
+    os.mkfifo(actor / "optim_world_size_9_rank_1.pt")
+    (actor / "loop.pt").symlink_to("loop.pt")
+    with open(os.path.join(os.fsencode(actor), b"bad\xff.pt"), "wb") as stream:
+        stream.write(b"xy")
+    rows = {name: (size, state) for name, size, state in shardlist.checkpoint_shards(
+        run, {"checkpoint": {"shards": {}}}, [], budget.Size(2, 1, 2))}
+    actor_rel = "checkpoints/global_step_2/actor"
+    assert rows[f"{actor_rel}/optim_world_size_9_rank_1.pt"] == (0, "not a regular file")
+    assert rows[f"{actor_rel}/loop.pt"] == (0, "cannot stat: Too many levels of symbolic links")
+    assert rows[f"{actor_rel}/bad\udcff.pt"] == (2, "not verified")
+
+
 def test_runs_cuts_every_column_whatever_a_run_records(run, capsys):
     other = run.parent / ("x" * 200)
     shutil.copytree(run, other)
