@@ -78,6 +78,18 @@ def test_past_the_steps_held_each_tag_keeps_its_lowest_and_a_write_not_held_stan
     assert taken_back == {"loss": (2, "nan")} and standing == {"loss": (4, "nan")}  # 4: not held
 
 
+def test_past_the_bounds_the_last_value_written_at_a_step_that_stands_is_the_one_said(tmp_path, batch, monkeypatch):
+    monkeypatch.setattr(tfnonfinite, "HELD_WRITES", 1)
+    diverged = run_of(range(1, 5), bad={2, 3, 4})  # 2 held; 3 is the lowest write not held
+    again = run_of([3], bad={3}, value=-INF) + run_of([4], bad={4}, value=INF)  # 3 written again
+    assert attempts(tmp_path / "steps", diverged, again) == ({"loss": (2, "nan")}, {})
+    retry = run_of([2])  # 2 taken back: 3 stands, with its last value
+    assert attempts(tmp_path / "last", diverged, again, retry) == ({"loss": (3, "-inf")}, {"loss": (2, "nan")})
+    monkeypatch.setattr(tfevents, "MAX_TAGS", 1)
+    tags = [(1, [("a", NAN), ("b", NAN)]), (1, [("b", INF)]), (2, [("b", -INF)])]  # b: no slot
+    assert attempts(tmp_path / "tags", tags)[0] == {"a": (1, "nan"), "b": (1, "inf")}
+
+
 def test_steps_that_go_down_past_the_budget_give_way_from_the_top(tmp_path, batch, monkeypatch):
     monkeypatch.setattr(tfnonfinite, "HELD_WRITES", 2)
     late = run_of(range(6, 9), bad={6, 7, 8})  # 6 and 7 held, 8 past them

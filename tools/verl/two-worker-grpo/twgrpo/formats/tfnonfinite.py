@@ -12,9 +12,10 @@ took back (postflight's POST-E128), and what was taken back is said too (POST-W1
 Bounds: at most HELD_WRITES steps held, over all tags, taken back or not (17 MiB at most,
 measured): a diverged run resumed before its divergence rewrites hundreds of steps of tens of
 tags. Past that, each tag keeps its lowest steps, and a write not held stands whatever comes
-later (it may have been taken back, but a verdict never rests on what was not held). Past
-MAX_TAGS tags with a non-finite write, the first write of any other tag stands. Each write costs
-a few dict steps, a heap step where steps go down: linear on any stream.
+later (it may have been taken back, but a verdict never rests on what was not held), with the
+last value written there. Past MAX_TAGS tags with a non-finite write, the first non-finite step
+of any other tag stands, with its last value. Each write costs a few dict steps, a heap step
+where steps go down: linear on any stream.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ class NonFinite:
         """A NaN or inf write of tag at step."""
         if tag not in self.tags:
             if len(self.tags) >= self.max_tags:
-                if self.untracked is None:
+                if self.untracked is None or self.untracked[:2] == (tag, step):  # its last value
                     self.untracked = (tag, step, value)
                 return
             self.tags.add(tag)
@@ -62,6 +63,8 @@ class NonFinite:
         # A diverged run writes NaN at every later step: past a step not held, one comparison.
         known = self.beyond.get(tag)
         if known is not None and step >= known[0]:
+            if step == known[0]:  # written again: the last value is the one that stands
+                self.beyond[tag] = (step, value)
             return
         if self.count < HELD_WRITES:
             self._hold(tag, steps, step, value)
