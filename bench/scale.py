@@ -6,7 +6,10 @@ the run folder's files.
 Usage: bench/scale.py SCRATCH [--only NAME ...] [--bundle DIR]
 Cases (tests/lib/synthrun.py, kept under SCRATCH between calls): 2x2, 176x8, 1024x8,
 2048x8-ib, 2048x8 (Socket), 2x2 at 100,000 steps. Each view runs in a fresh process; the floor
-is one warm read of every file in the run folder (1 MiB blocks). Every view must say SUCCESS.
+is a warm read of every file in the run folder (1 MiB blocks). The floor and each view run
+--repeat times (3) after a warm-up read: the median time is the figure, the range beside it (one
+run of a box shared with other work can be a third slower or faster). Every view must say
+SUCCESS, every time.
 Each view's CPU time (its process and its workers) shows when the cores, not one process,
 bound it: a view cannot end before its core-seconds divided by the cores.
 Targets: 2048x8-ib postflight <= 3x the floor and < 500 MiB; the 100,000-step run's postflight
@@ -14,6 +17,7 @@ and report <= 3x the floor each.
 """
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -73,6 +77,21 @@ synthrun.healthy_run(Path({str(root)!r}), {nodes}, {gpus}, {steps}, {transport!r
     return root, run, next(root.glob("scale-*.env"))
 
 
+def remove_records(run: Path) -> None:
+    """What postflight writes, so that each postflight run writes it anew."""
+    for stale in ("SUCCESS", "verification.json", "actor-placement.json"):
+        (run / stale).unlink(missing_ok=True)
+
+
+def spread(results, parens: str = "()") -> str:
+    """The range of several runs' times, as text in parens (or after a colon); nothing for one."""
+    times = [result["seconds"] for result in results]
+    if len(times) < 2:
+        return ""
+    text = f"{min(times):.2f}-{max(times):.2f} s"
+    return f": {text}" if parens == ":" else f" ({text})"
+
+
 def status_of(view: str, out: str) -> str:
     lines = out.splitlines()
     if view in ("postflight", "audit"):
@@ -95,19 +114,22 @@ def main() -> int:
     parser.add_argument("scratch", type=Path)
     parser.add_argument("--only", nargs="*", default=list(CASES))
     parser.add_argument("--bundle", type=Path, default=VERIFIER.parent)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of the floor and of each view")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     verifier = args.bundle / VERIFIER.name
     failed = 0
     for name in args.only:
         started = time.perf_counter()
         root, run, profile = synthesize(args.scratch, name)
         print(f"{name}: synthesized in {time.perf_counter() - started:.0f} s (or kept)", flush=True)
-        for stale in ("SUCCESS", "verification.json", "actor-placement.json"):
-            (run / stale).unlink(missing_ok=True)
-        floor = [json.loads(subprocess.run([sys.executable, "-c", FLOOR, str(run)], capture_output=True,
-                                           text=True, check=True).stdout) for _ in range(2)][-1]
-        print(f"  floor: read {floor['bytes'] / 2**20:.0f} MiB in {floor['seconds']:.2f} s (warm), "
-              f"{floor['rss_mib']:.0f} MiB", flush=True)
+        remove_records(run)
+        floors = [json.loads(subprocess.run([sys.executable, "-c", FLOOR, str(run)], capture_output=True,
+                                            text=True, check=True).stdout) for _ in range(1 + args.repeat)][1:]
+        floor = dict(floors[0], seconds=statistics.median(f["seconds"] for f in floors))
+        print(f"  floor: read {floor['bytes'] / 2**20:.0f} MiB in {floor['seconds']:.2f} s (warm, median of "
+              f"{args.repeat}{spread(floors, ':')}), {floor['rss_mib']:.0f} MiB", flush=True)
         start = measure([sys.executable, "-I", "-B", "-c", "import sys; sys.path.insert(0, %r); "
                          "import twgrpo.cli" % str(verifier.parent)])["seconds"]
         print(f"  the verifier's start alone: {start:.2f} s (in every figure below)", flush=True)
@@ -118,14 +140,22 @@ def main() -> int:
                  "runs": base + ["runs", "--storage-root", root]}
         statuses = set()
         for view, command in views.items():
-            result = measure(command)
-            status = status_of(view, result["out"])
-            statuses.add(status)
-            print(f"  {view:10s} {status:9s} rc {result['rc']}  {result['seconds']:7.2f} s = "
-                  f"{result['seconds'] / max(floor['seconds'], 1e-3):6.1f}x the floor  "
-                  f"peak {result['rss_mib']:6.0f} MiB  cpu {result['cpu']:5.2f} core-s", flush=True)
-            if status != "SUCCESS":
-                print("    " + "\n    ".join(result["out"].splitlines()[-12:]))
+            results = []
+            for _ in range(args.repeat):
+                if view == "postflight":  # each run writes its records anew, as the first did
+                    remove_records(run)
+                results.append(measure(command))
+            view_statuses = {status_of(view, result["out"]) for result in results}
+            statuses |= view_statuses
+            status = "/".join(sorted(view_statuses))
+            seconds = statistics.median(result["seconds"] for result in results)
+            print(f"  {view:10s} {status:9s} rc {max(r['rc'] for r in results)}  {seconds:7.2f} s = "
+                  f"{seconds / max(floor['seconds'], 1e-3):6.1f}x the floor{spread(results)}  "
+                  f"peak {max(r['rss_mib'] for r in results):6.0f} MiB  "
+                  f"cpu {statistics.median(r['cpu'] for r in results):5.2f} core-s", flush=True)
+            if view_statuses != {"SUCCESS"}:
+                bad = next(r for r in results if status_of(view, r["out"]) != "SUCCESS")
+                print("    " + "\n    ".join(bad["out"].splitlines()[-12:]))
         if statuses == {"SUCCESS"}:
             print(f"  {name}: one status, SUCCESS, in every view", flush=True)
         else:
