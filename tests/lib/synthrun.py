@@ -115,7 +115,8 @@ def training_log(hosts: Sequence[Dict[str, str]], per_node: Sequence[int], steps
                   prefix("TaskRunner", task, None) + f"Setting global step to {first_step - 1}",
                   prefix("TaskRunner", task, None) + f"Resuming from {resume_from}"]
         for rank, (node, _, pid) in enumerate(ranks):
-            for kind, name in (("model", "model"), ("optimizer", "optim"), ("rng", "extra_state")):
+            for kind, name in (("model", "model"), ("optimizer", "optim"), ("rng", "extra_state"),
+                               ("lr_scheduler", "extra_state")):  # the four lines verl 0.6.0 prints
                 lines.append(prefix("WorkerDict", pid, hosts[node]["ip"] if node else None)
                              + f"INFO:2026-12-02 13:10:32,375:[Rank {rank}] Loaded {kind} from "
                              f"{resume_from}/actor/{name}_world_size_{world}_rank_{rank}.pt")

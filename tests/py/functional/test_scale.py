@@ -63,3 +63,21 @@ def test_unknown_hosts_are_named_once_not_once_per_rank(big_run, tmp_path):
         (run / "SUCCESS").unlink(missing_ok=True)
         for moved in run.glob("SUCCESS.superseded-*"):
             moved.unlink()
+
+
+def test_more_nodes_than_a_flat_item_cap_pass_and_a_wrong_shape_is_told_in_brief(tmp_path):
+    """4,097 nodes: preflight's workers are read to the run's budget (a flat 4,096 once failed
+    the run), and a stranger host's findings name a few nodes and the shape in runs, not all."""
+    run, profile = synthrun.healthy_run(tmp_path, 4097, 1, probe_bytes=600)
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(profile)]) == 0
+    record = json.loads((run / "preflight.json").read_text())
+    record["workers"][-1]["hostname"] = "stranger"
+    (run / "preflight.json").write_text(json.dumps(record))
+    (run / "SUCCESS").unlink()
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(profile)]) == 1
+    assert failed_ids(run) == {"POST-E010", "POST-E011"}
+    messages = {f["id"] + " " + f["obj"]: f["message"] for c in json.loads((run / "verification.json").read_text())["checks"]
+                for f in c["findings"]}
+    assert messages["POST-E010 preflight.json"].endswith("and 4,081 more")
+    assert "expected 1 (x4097), actual 1 (x4096)" in messages["POST-E011 actor placement"]
+    assert max(map(len, messages.values())) < 2048

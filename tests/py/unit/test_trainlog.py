@@ -52,12 +52,14 @@ def test_the_real_log_scans_like_the_line_by_line_reference():
 @pytest.mark.parametrize("block,segment,jobs", [(1 << 12, 1 << 14, 1), (1 << 12, 1 << 14, 3),
                                                 (777, 5000, 2), (1 << 20, 1 << 26, 1)])
 def test_blocks_and_segments_do_not_change_the_result(tmp_path, monkeypatch, block, segment, jobs):
-    path = synthesized(tmp_path, nccl_warn=True)
+    path = synthesized(tmp_path, nccl_warn=True, first_step=2, resume_from="/runs/A/global_step_1")
     with open(path, "a") as stream:
         stream.write("last line without a newline: Traceback (most recent call last)")
     monkeypatch.setattr(trainlog, "BLOCK", block)
     monkeypatch.setattr(trainlog, "SEGMENT", segment)
-    assert trainlog.scan_log(str(path), jobs=jobs) == line_by_line(path)
+    scan = trainlog.scan_log(str(path), jobs=jobs)
+    assert scan == line_by_line(path)
+    assert scan.shard_load_count == 8 * 4 and len(scan.model_loads) == 8  # every rank's, in any segment
 
 
 def test_fatal_markers_keep_their_line_numbers_across_segments(tmp_path, monkeypatch):

@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=42d226175bd3b370dbd96b26fdf3fccbcdb4d9150b8aeac5da55fda9c9ff8b0f
+readonly BUNDLE_SUMS_SHA256=8629bc48b3d11ec9faf3266295a66d7d957e5517f2bd9976e144d0f091765553
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -127,6 +127,11 @@ class LogScan:
     metric_steps: Set[int] = dataclasses.field(default_factory=set)
     checkpoint_loads: List[Tuple[int, str]] = dataclasses.field(default_factory=list)  # first few
     shard_loads: List[Tuple[int, str, str]] = dataclasses.field(default_factory=list)  # first few
+    # every shard load, beyond the samples: how many, the folders loaded from and the model
+    # shards' file names (a rank each), held as evidence items
+    shard_load_count: int = 0
+    load_folders: Set[str] = dataclasses.field(default_factory=set)
+    model_loads: Set[str] = dataclasses.field(default_factory=set)
     # (commId, rank) -> phase -> events (a healthy log has exactly one per phase)
     inits: Dict[Tuple[str, int], Dict[str, List[InitEvent]]] = dataclasses.field(default_factory=dict)
     transport: Dict[Tuple[str, int], Transport] = dataclasses.field(default_factory=dict)
@@ -166,9 +171,19 @@ class LogScan:
         if self.room():
             self.inits.setdefault(key, {}).setdefault(phase, []).append(event)
 
-    def add_step(self, steps: Set[int], value: int) -> None:
+    def add_step(self, steps: Set, value) -> None:
+        """value into steps (a step number, or any value held once) if new and there is room."""
         if value not in steps and self.room():
             steps.add(value)
+
+    def add_shard_load(self, number: int, kind: str, path: str) -> None:
+        self.shard_load_count += 1
+        if len(self.shard_loads) < LOAD_SAMPLES:
+            self.shard_loads.append((number, kind, path))
+        folder, _, name = path.rpartition("/")
+        self.add_step(self.load_folders, folder)
+        if kind == "model":
+            self.add_step(self.model_loads, name)
 
     def add_gloo(self, key: Tuple[int, int], seen: Tuple[int, int]) -> None:
         if seen not in self.gloo.get(key, ()) and self.room():
@@ -228,6 +243,10 @@ class LogScan:
             self.add_step(self.metric_steps, value)
         self.checkpoint_loads += other.checkpoint_loads[:max(LOAD_SAMPLES - len(self.checkpoint_loads), 0)]
         self.shard_loads += other.shard_loads[:max(LOAD_SAMPLES - len(self.shard_loads), 0)]
+        self.shard_load_count += other.shard_load_count
+        for values, more in ((self.load_folders, other.load_folders), (self.model_loads, other.model_loads)):
+            for value in sorted(more):
+                self.add_step(values, value)
         merge_evidence(self, other)
 
 
@@ -301,5 +320,5 @@ def _parse_line(scan: LogScan, number: int, raw: str) -> None:
     if m and len(scan.checkpoint_loads) < LOAD_SAMPLES:
         scan.checkpoint_loads.append((number, m["path"]))
     m = SHARD_LOAD.search(body) if "] Loaded " in body else None
-    if m and len(scan.shard_loads) < LOAD_SAMPLES:
-        scan.shard_loads.append((number, m["kind"], m["path"]))
+    if m:
+        scan.add_shard_load(number, m["kind"], m["path"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, List, Optional, Sequence
 
 from .typed import utc_time
 
@@ -96,3 +96,25 @@ def parse_time(stamp: Any) -> Optional[datetime]:
 def short_hash(value: Any, keep: int = 12) -> str:
     text = str(value or "")
     return text[:keep] if len(text) > keep else text or "—"
+
+
+def first_of(names: Sequence[str], shown: int = 16) -> str:
+    """a, b, c and 4,081 more: the first ``shown`` of names, and how many are left unsaid, so a
+    message stays short at thousands of nodes."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more:,} more" if more > 0 else "")
+
+
+def repeats(values: Sequence[Any], shown: int = 16) -> str:
+    """8+8+7 for a few values; past ``shown``, each run of equal values once with its length:
+    8 (x4096) + 1."""
+    if len(values) <= shown:
+        return "+".join(map(str, values))
+    runs: List[List[Any]] = []
+    for value in values:
+        if runs and runs[-1][0] == value:
+            runs[-1][1] += 1
+        else:
+            runs.append([value, 1])
+    text = [f"{value} (x{count})" if count > 1 else str(value) for value, count in runs[:shown]]
+    return " + ".join(text) + (f" + {len(runs) - shown:,} more runs" if len(runs) > shown else "")

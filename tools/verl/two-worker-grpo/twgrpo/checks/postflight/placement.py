@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
+from ...run import humane
 from ...run.findings import Finding, finding, mismatch
 from ...formats import bounded
 from ...formats.trainlines import Transport
@@ -24,9 +25,8 @@ Unreadable = bounded.Unreadable
 
 def read_preflight(path, nodes: int) -> Any:
     """What placement needs from preflight.json: its status and each worker's hostname, node id
-    and IP (a value that is not an object is returned as it is, for the caller to name). The
-    file grows with the nodes (each one's whole probe), so it is read with bounds that grow with
-    them too, and only those fields are kept. Raises bounded.Unreadable."""
+    and IP (a value that is not an object is returned as it is, for the caller to name), read
+    with bounds that grow with the nodes (each one's whole probe is there). Raises bounded.Unreadable."""
     record = bounded.read_json(path, max(bounded.RECORD_LIMIT, nodes * PER_NODE_LIMIT),
                                max(bounded.MEMORY, nodes * PER_NODE_MEMORY))
     if not isinstance(record, dict):
@@ -185,7 +185,7 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
                           f"ran on host {host}, which is not among preflight's {len(workers)} nodes")
                   for host, ranks in sorted(strangers.items())]
         found.append(finding("POST-E010", NAME.preflight_json, f"preflight's {len(workers)} nodes: "
-                             + ", ".join(sorted(workers))))
+                             + humane.first_of(sorted(workers))))
     if fell_back:
         found.append(finding("POST-E150", f"{len(fell_back)} of {world} ranks",
                              f"NCCL_TRANSPORT=ib, but ranks {', '.join(fell_back)} used NCCL's "
@@ -195,6 +195,6 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
     shape = sorted(counts.values(), reverse=True)
     if len(counts) != nodes or any(c != gpus_per_node for c in counts.values()):
         found.append(mismatch("POST-E011", "actor placement", "ranks per node",
-                              "+".join([str(gpus_per_node)] * nodes),
-                              "+".join(map(str, shape)) or "none", node_counts=counts))
+                              humane.repeats([gpus_per_node] * nodes),
+                              humane.repeats(shape) or "none", node_counts=counts))
     return found, record

@@ -181,7 +181,7 @@ def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
         return [finding("POST-E090", str(RunFolder(ctx.run_dir).preflight_json), f"holds {typed.kind(preflight)}, "
                         "not a JSON object: ranks cannot be mapped to nodes")]
     wrong = typed.Problems()
-    preflight = typed.conform(preflight, typed.PLACING_PREFLIGHT, "", wrong)
+    preflight = typed.conform(preflight, typed.PLACING_PREFLIGHT, "", wrong, budget.of_profile(ctx.profile).items)
     found = [finding("POST-E090", str(RunFolder(ctx.run_dir).preflight_json), "left out, of the wrong "
                      f"type: {'; '.join(wrong)}" + (f" (and {wrong.count - len(wrong)} more)"
                                                      if wrong.count > len(wrong) else ""))

@@ -94,17 +94,19 @@ def _loaded_checkpoint(ctx, earlier: str, step: int, want: str) -> List[Finding]
     if wrong or len(loads) > 1:
         return [finding("POST-E061", f"training.log:{(wrong or loads)[0][0]}", "verl loaded "
                         f"{', '.join(p for _, p in loads[:3])}; expected one load of ...{want}")]
-    shards = [p for _, _, p in scan.shard_loads if f"{want}/actor/" not in p]
-    if shards:
-        return [finding("POST-E061", NAME.training_log, f"a rank loaded {shards[0]}, not a shard of "
-                        f"...{want}")]
+    # Every load is judged, not the samples: a folder's path ends in "/", as in the full path.
+    elsewhere = sorted(f for f in scan.load_folders if f"{want}/actor/" not in f + "/")
+    if elsewhere:
+        return [finding("POST-E061", NAME.training_log, f"a rank loaded a shard from {elsewhere[0]}/, "
+                        f"not from ...{want}/actor/")]
     world = ctx.world_size
-    models = {p.rsplit("/", 1)[-1] for _, kind, p in scan.shard_loads if kind == "model"}
+    models = scan.model_loads
     missing = [r for r in range(world) if f"model_world_size_{world}_rank_{r}.pt" not in models]
     if missing:
         return [finding("POST-E061", NAME.training_log, f"no 'Loaded model from' line for rank(s) "
-                        f"{missing[:8]}: those ranks did not load the checkpoint")]
-    ctx.evidence["resume_loads"] = {"folder_line": loads[0][0], "shards": len(scan.shard_loads)}
+                        f"{missing[:8]}{' and more' if len(missing) > 8 else ''} of {world}: those "
+                        "ranks did not load the checkpoint")]
+    ctx.evidence["resume_loads"] = {"folder_line": loads[0][0], "shards": scan.shard_load_count}
     return []
 
 
