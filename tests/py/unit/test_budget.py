@@ -34,6 +34,22 @@ def test_what_is_not_a_count_gives_the_default_size(tmp_path):
     assert runrecord.size(tmp_path) == budget.Size()
 
 
+def test_a_run_json_over_a_mebibyte_gives_its_size_from_the_profile_in_its_head(tmp_path):
+    """A resumed run's lineage hashes every checkpoint file: past MOST_BYTES the record is not
+    parsed for its size; the profile the writer puts before the lineage is."""
+    from twgrpo.run.records import write_json
+    files = {f"actor/shard_{n:06d}.pt": "0" * 64 for n in range(12_000)}
+    write_json(tmp_path / "run.json", {"profile": {"name": "big", "values": {"NODES": "1500", "GPUS_PER_NODE": "8"}},
+                                       "resume": {"files": files}, "run_id": "B"})
+    assert (tmp_path / "run.json").stat().st_size > runrecord.MOST_BYTES
+    assert (runrecord.size(tmp_path).nodes, runrecord.size(tmp_path).ranks) == (1500, 12_000)
+    assert len(runrecord.read(tmp_path)["resume"]["files"]) == 12_000  # read whole, within its budget
+    # No profile in the head (a lineage first, or a hostile file of openings): the default size.
+    for head in (b'{\n  "resume": {\n' + b"x" * (300 << 10), b'\n  "profile": {\n' * (200 << 10)):
+        (tmp_path / "run.json").write_bytes(head + b"\n}")
+        assert runrecord.size(tmp_path) == budget.Size()
+
+
 def test_a_rewritten_run_json_is_read_again(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps({"profile": {"values": {"NODES": "8"}}}))
     assert runrecord.size(tmp_path).nodes == 8

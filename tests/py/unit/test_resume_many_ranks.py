@@ -1,6 +1,8 @@
-"""A resumed run of many ranks: every rank's shard loads are judged, not a few samples of them
-(verl prints four load lines a rank; a run of more than 16 ranks once failed for want of the
-later ranks' model loads, and a load from elsewhere past the samples went unseen)."""
+"""Resumed runs of many ranks and files: every rank's shard loads are judged, not a few samples
+of them (verl prints four load lines a rank; a run of more than 16 ranks once failed for want of
+the later ranks' model loads, and a load from elsewhere past the samples went unseen), and a
+checkpoint of more than 10,000 files, whose hashes make run.json larger than 1 MiB, is resumed
+and verified within the run's own budget (both were flat caps once)."""
 import json
 import shlex
 
@@ -8,22 +10,27 @@ import pytest
 import synthrun
 from twgrpo.cli import main
 from twgrpo.formats import trainlines
-from twgrpo.run import command
+from twgrpo.checks.checkpoint import snapshot
+from twgrpo.run import command, runrecord
 from twgrpo.run.profile import load_profile, with_overrides
 from twgrpo.run.runfolder import RunFolder
 
 NODES, GPUS = 3, 8  # 24 ranks, 96 load lines: past trainlines.LOAD_SAMPLES
-HOSTS = [{"hostname": f"node-{i}", "ip": f"10.0.{i}.1"} for i in range(NODES)]
 
 
 @pytest.fixture
 def resumed(tmp_path):
-    """(run folder, profile file) of B, resumed from A's step-1 checkpoint through the resume
-    phase and trained to step 2."""
     assert NODES * GPUS * 4 > trainlines.LOAD_SAMPLES
+    return resumed_run(tmp_path, NODES, GPUS)
+
+
+def resumed_run(tmp_path, nodes, gpus, extra_files=0):
+    """(run folder, profile file) of B, resumed from A's step-1 checkpoint (with extra_files
+    more small files in it) through the resume phase and trained to step 2."""
     root = tmp_path / "storage"
-    prof = with_overrides(load_profile("tutorial-2x2-a100"), NODES=NODES, GPUS_PER_NODE=GPUS,
-                          TRAIN_BATCH_SIZE=NODES * GPUS, PPO_MINI_BATCH_SIZE=NODES * GPUS,
+    hosts = [{"hostname": f"node-{i}", "ip": f"10.{i >> 8}.{i & 255}.1"} for i in range(nodes)]
+    prof = with_overrides(load_profile("tutorial-2x2-a100"), NODES=nodes, GPUS_PER_NODE=gpus,
+                          TRAIN_BATCH_SIZE=nodes * gpus, PPO_MINI_BATCH_SIZE=nodes * gpus,
                           TARGET_STEPS=2, SAVE_FREQ=1, PROFILE_NAME="many-ranks")
     env = tmp_path / "many-ranks.env"
     env.write_text("".join(f"{k}={v}\n" for k, v in prof.values.items()))
@@ -38,13 +45,17 @@ def resumed(tmp_path):
         return run
 
     a = record("A")
-    synthrun.write_run(a, prof, "A", str(root), HOSTS, first_step=1, last_step=1, save_steps=[1])
+    synthrun.write_run(a, prof, "A", str(root), hosts, first_step=1, last_step=1, save_steps=[1])
+    extra = a / "checkpoints" / "global_step_1" / "huggingface" / "extra"
+    extra.mkdir(parents=True, exist_ok=True)
+    for number in range(extra_files):
+        (extra / f"part-{number:05d}.json").write_text("{}")
     (a / "FAILED").write_text("time=2026-12-02T13:10:00Z\nphase=training\nexit_status=143\nsignal=TERM\n")
     b = record("B")
     assert main(["resume", "--profile", str(env), "--storage-root", str(root), "--run-id", "B",
                  "--resume-from", "A"]) == 0
     snapshot = str(command.resume_snapshot_dir(root, "B", "A", 1))
-    synthrun.write_run(b, prof, "B", str(root), HOSTS, first_step=2, last_step=2, resume_from=snapshot,
+    synthrun.write_run(b, prof, "B", str(root), hosts, first_step=2, last_step=2, resume_from=snapshot,
                        save_steps=[2])
     argv = command.training_command(prof, root, "B", ("A", 1))
     (b / "resolved-command.txt").write_text(" ".join(shlex.quote(x) for x in argv) + "\n")
@@ -87,3 +98,13 @@ def test_a_rank_past_the_samples_without_its_model_load_is_named(resumed):
     code, verdict = postflight(run, env)
     assert code == 1
     assert any(f"rank(s) [{rank}] of {NODES * GPUS}" in m for m in findings(verdict, "POST-E061"))
+
+
+def test_a_checkpoint_of_more_than_10000_files_resumes_and_its_large_run_json_is_read(tmp_path):
+    run, env = resumed_run(tmp_path, 1300, 1, extra_files=6500)  # 3,900 shards and 6,500 more
+    lineage = json.loads((run / "run.json").read_text())["resume"]
+    assert len(lineage["files"]) > snapshot.MAX_FILES
+    assert (run / "run.json").stat().st_size > runrecord.MOST_BYTES
+    code, verdict = postflight(run, env)
+    assert code == 0, [f["message"] for c in verdict["checks"] for f in c["findings"] if f["level"] == "error"]
+    assert runrecord.size(run).ranks == 1300  # the budget from the profile in the record's head

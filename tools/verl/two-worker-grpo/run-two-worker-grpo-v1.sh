@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=8629bc48b3d11ec9faf3266295a66d7d957e5517f2bd9976e144d0f091765553
+readonly BUNDLE_SUMS_SHA256=c5e2e466bf0385bfce79954faf8a61f6df9711e446c5bbf0876df68b8f5145fb
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

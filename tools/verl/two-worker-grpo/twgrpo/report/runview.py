@@ -264,7 +264,7 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
                                 f"profile {profile_name}"))
     run = {} if run_json_problem else _record(
         run_dir, RunFolder(run_dir).run_json.name, problems,
-        read=lambda wrong: runrecord.read_typed(run_dir, typed.RUN, wrong, budget.Size()))
+        read=lambda wrong: runrecord.read_typed(run_dir, typed.RUN, wrong, size))
     statuses: Dict[str, Optional[str]] = {}
     records = {phase: _record(run_dir, name, problems, statuses, size)
                for phase, name in PHASE_RECORDS}

@@ -3,10 +3,13 @@ for `make runs` over thousands of runs, glanced at (run/glance.py). Every other 
 here for what it needs of the record: the profile, its values, the lineage, the storage root,
 the launcher's identity.
 
-run.json is a few KiB (a resumed 64-node run's lineage some 200 KiB); MOST_BYTES bounds a read,
-so a 1 GiB or FIFO run.json is refused, never read whole or waited on. A record that cannot be
-read raises bounded.Unreadable (str(exc) == "missing" when there is none); each caller decides
-what that means for it.
+run.json is a few KiB; a resumed run's lineage adds a hash for each checkpoint file (about 1 MiB
+at 2,900 ranks). So a read is bounded by the run's own record budget (run/budget.py), from the
+size its profile describes: the profile is read from the record when it is at most MOST_BYTES,
+else from its head, where the writer's sorted keys put it (before the lineage). A 1 GiB or FIFO
+run.json is refused, never read whole or waited on. A record that cannot be read raises
+bounded.Unreadable (str(exc) == "missing" when there is none); each caller decides what that
+means for it.
 """
 from __future__ import annotations
 
@@ -24,7 +27,11 @@ from .profile_keys import ADDED_LATER, SHA256
 from .records import write_json
 from .runfolder import RunFolder, refuse_symlinked
 
-MOST_BYTES = 1 << 20
+MOST_BYTES = 1 << 20  # read whole for its profile; a larger record's profile is in its head
+PROFILE_HEAD = 256 << 10  # the head searched: the keys before "profile" and the profile itself
+# The writer (indent 2, sorted keys) puts the profile object on lines of its own; indent 2
+# makes its end exact: a nested object's brace is indented further, a string holds no newline.
+PROFILE_OPENS, PROFILE_CLOSES = b'\n  "profile": {\n', b"\n  }"
 PROFILE = {"name": str, "sha256": str, "values": typed.Need(typed.Map(str))}
 Folder = Union[str, Path, RunFolder]
 
@@ -37,9 +44,11 @@ def exists(run_dir: Folder) -> bool:
     return path_of(run_dir).is_file()
 
 
-def read(run_dir: Folder, limit: int = MOST_BYTES, memory: int = bounded.MEMORY) -> Dict[str, Any]:
-    """The whole record, bounded (limit: the run's record budget where the caller knows it)."""
-    return bounded.read_object(path_of(run_dir), limit, memory)
+def read(run_dir: Folder, limit: Optional[int] = None, memory: Optional[int] = None) -> Dict[str, Any]:
+    """The whole record, bounded by the run's record budget (limit and memory: the caller's)."""
+    within = size(run_dir)
+    return bounded.read_object(path_of(run_dir), limit or within.record_bytes,
+                               memory or within.record_memory)
 
 
 # A run record: without profile values it is not one (the resume phase, postflight's lineage).
@@ -53,8 +62,9 @@ def read_run(run_dir: Folder) -> Dict[str, Any]:
     path = path_of(run_dir)
     if path.is_symlink():
         raise ValueError("not a plain file")
+    within = size(run_dir)
     try:
-        data = bounded.loads(bounded.read_bytes(path, MOST_BYTES))
+        data = bounded.loads(bounded.read_bytes(path, within.record_bytes), memory=within.record_memory)
     except bounded.Unreadable as exc:
         raise ValueError(str(exc))
     except ValueError as exc:
@@ -77,9 +87,8 @@ def read_or_empty(run_dir: Folder) -> Dict[str, Any]:
 def read_typed(run_dir: Folder, spec: Any, problems: List[str],
                within: Optional[budget.Size] = None) -> Dict[str, Any]:
     """The record held to spec (run/typed.py); fields that do not fit are told in problems.
-    within: the run's budget (bytes, parse cost, items) where the caller knows it."""
-    if within is None:
-        return typed.read_record(path_of(run_dir), spec, problems, MOST_BYTES)
+    within: the run's budget (bytes, parse cost, items), by default the size it records."""
+    within = within or size(run_dir)
     return typed.read_record(path_of(run_dir), spec, problems, within.record_bytes,
                              within.record_memory, within.items)
 
@@ -144,14 +153,36 @@ def profile(run_dir: Folder) -> Profile:
     return found
 
 
-def profile_values(run_dir: Folder, limit: int = MOST_BYTES) -> Dict[str, Any]:
+def profile_values(run_dir: Folder) -> Dict[str, Any]:
     """The profile's values as recorded; {} when the record or its values cannot be read."""
+    path = path_of(run_dir)
     try:
-        recorded = read(run_dir, limit).get("profile")
-    except bounded.Unreadable:
+        if os.stat(path).st_size <= MOST_BYTES:
+            recorded = bounded.read_object(path, MOST_BYTES).get("profile")
+        else:
+            recorded = _head_profile(path)
+    except (OSError, bounded.Unreadable):
         return {}
     values = recorded.get("values") if isinstance(recorded, dict) else None
     return values if isinstance(values, dict) else {}
+
+
+def _head_profile(path: Path) -> Any:
+    """The profile object of a record over MOST_BYTES, from its first PROFILE_HEAD bytes; None
+    when it is not there (or not JSON)."""
+    stream, _ = bounded.open_checked(path)
+    with stream:
+        try:
+            head = stream.read(PROFILE_HEAD)
+        except OSError as exc:
+            raise bounded.Unreadable(f"cannot read: {exc.strerror}")
+    opens = head.find(PROFILE_OPENS)  # the first: two finds, linear in the head
+    closes = head.find(PROFILE_CLOSES, opens + len(PROFILE_OPENS)) if opens != -1 else -1
+    try:
+        return bounded.loads(head[opens + len(PROFILE_OPENS) - 2:closes + len(PROFILE_CLOSES)]) \
+            if closes != -1 else None
+    except ValueError:
+        return None
 
 
 _SIZES: Dict[str, Tuple[Tuple[int, int], budget.Size]] = {}
@@ -169,7 +200,7 @@ def size(run_dir: Folder) -> budget.Size:
     cached = _SIZES.get(str(path))
     if cached and cached[0] == key:
         return cached[1]
-    values = profile_values(run_dir)  # a record over MOST_BYTES gives the default size
+    values = profile_values(run_dir)  # a record without a readable profile: the default size
     found = budget.of_values(values) if values else budget.Size()
     if len(_SIZES) > 4096:
         _SIZES.clear()

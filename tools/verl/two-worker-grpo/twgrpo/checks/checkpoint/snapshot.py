@@ -19,7 +19,8 @@ from typing import Dict, Iterator, Tuple
 
 from ...run.runfolder import RunFolder
 
-MAX_FILES = 10000       # a checkpoint holds 3 shards per rank plus a few config files
+MAX_FILES = 10000       # at least: a checkpoint holds 3 shards per rank plus a few config files
+# and at most the run's item budget (run/budget.py: 8 a rank), passed in as ``most``
 CHUNK = 4 << 20
 
 
@@ -39,9 +40,12 @@ def _inside(real: str, top: str) -> bool:
     return real == top or real.startswith(top + os.sep)
 
 
-def files_of(step_dir: Path, root: Path, links: bool = True) -> Iterator[Tuple[str, str]]:
+def files_of(step_dir: Path, root: Path, links: bool = True,
+             most: int = MAX_FILES) -> Iterator[Tuple[str, str]]:
     """(relative name, real path) of every file under step_dir; a link whose target leaves
-    root, a non-regular file or a loop raises SnapshotError. links=False refuses every link."""
+    root, a non-regular file, a loop or more than max(most, MAX_FILES) files raises
+    SnapshotError. links=False refuses every link."""
+    most = max(most, MAX_FILES)
     top = os.path.realpath(root)
     seen, count = set(), 0
     for dirpath, dirnames, filenames in os.walk(step_dir, followlinks=links):
@@ -62,8 +66,9 @@ def files_of(step_dir: Path, root: Path, links: bool = True) -> Iterator[Tuple[s
             if not _inside(real, top):
                 raise SnapshotError("RES-E020", f"{path} leads to {real}, outside {root}")
             count += 1
-            if count > MAX_FILES:
-                raise SnapshotError("RES-E021", f"more than {MAX_FILES} files under {step_dir}")
+            if count > most:
+                raise SnapshotError("RES-E021", f"more than {most} files under {step_dir}: more "
+                                    "than this run's size allows (run/budget.py)")
             yield os.path.relpath(path, step_dir), real
 
 
@@ -75,9 +80,10 @@ def _open_regular(real: str) -> int:
     return fd
 
 
-def copy_checkpoint(step_dir: Path, earlier_dir: Path, dest: Path) -> Dict[str, str]:
-    """Copy step_dir to dest (which must not exist), hashing the bytes written; name -> sha256."""
-    plan = list(files_of(step_dir, earlier_dir))  # every refusal before anything is written
+def copy_checkpoint(step_dir: Path, earlier_dir: Path, dest: Path, most: int = MAX_FILES) -> Dict[str, str]:
+    """Copy step_dir to dest (which must not exist), hashing the bytes written; name -> sha256.
+    most: the files the run's size allows (files_of)."""
+    plan = list(files_of(step_dir, earlier_dir, most=most))  # every refusal before anything is written
     dest.mkdir(parents=True)
     hashes = {}
     for rel, real in plan:
@@ -110,10 +116,10 @@ def copy_checkpoint(step_dir: Path, earlier_dir: Path, dest: Path) -> Dict[str, 
     return dict(sorted(hashes.items()))
 
 
-def tree_hashes(step_dir: Path, root: Path, links: bool = True) -> Dict[str, str]:
+def tree_hashes(step_dir: Path, root: Path, links: bool = True, most: int = MAX_FILES) -> Dict[str, str]:
     """sha256 of every file under step_dir, with the refusals of files_of."""
     hashes = {}
-    for rel, real in files_of(step_dir, root, links):
+    for rel, real in files_of(step_dir, root, links, most):
         try:
             fd = _open_regular(real)
         except OSError as exc:

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 
 from ..checkpoint import checkpoint, snapshot
 from . import liveness
-from ...run import command, processes, runid, runrecord
+from ...run import budget, command, processes, runid, runrecord
 from ...formats import bounded
 from ...run.findings import (Check, CheckResult, Finding, Skip, UsageError, finding, mismatch, phase_record,
                        print_findings, run_checks, verdict)
@@ -231,7 +231,7 @@ def lineage_of(ctx: ResumeContext) -> Dict[str, Any]:
     step_dir = command.checkpoint_dir(ctx.storage_root, ctx.earlier_id, ctx.step)
     run = RunFolder.at(ctx.storage_root, ctx.run_id).path
     copy = snapshot.snapshot_dir(run, ctx.earlier_id, ctx.step)
-    files = snapshot.copy_checkpoint(step_dir, ctx.earlier_dir, copy)
+    files = snapshot.copy_checkpoint(step_dir, ctx.earlier_dir, copy, budget.of_profile(ctx.profile).items)
     return {"from_run_id": ctx.earlier_id, "step": ctx.step,
             "checkpoint": str(step_dir.relative_to(ctx.earlier_dir)),
             "snapshot": str(copy.relative_to(run)),

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Tuple, Union
 from ...formats import lines, tfevents
 from ...run.findings import Finding, finding, mismatch
 from ..checkpoint import snapshot
-from ...run import runid, runrecord
+from ...run import budget, runid, runrecord
 from ...run.runfolder import NAME, RunFolder
 
 
@@ -154,7 +154,7 @@ def _checkpoint_unchanged(ctx, step_dir: Path, files: Any, root: Path,
         return [finding("POST-E065", str(step_dir), "the checkpoint verl loaded is gone; the "
                         "lineage cannot be checked")]
     try:  # the copy holds no link at all; the earlier run's folder none that leaves it
-        now = snapshot.tree_hashes(step_dir, root, links=not copied)
+        now = snapshot.tree_hashes(step_dir, root, not copied, budget.of_profile(ctx.profile).items)
     except (OSError, ValueError) as exc:
         return [finding("POST-E065", str(step_dir), f"cannot hash: {exc}")]
     changed = sorted(k for k in set(files) | set(now) if files.get(k) != now.get(k))
