@@ -81,3 +81,18 @@ def test_more_nodes_than_a_flat_item_cap_pass_and_a_wrong_shape_is_told_in_brief
     assert messages["POST-E010 preflight.json"].endswith("and 4,081 more")
     assert "expected 1 (x4097), actual 1 (x4096)" in messages["POST-E011 actor placement"]
     assert max(map(len, messages.values())) < 2048
+
+
+def test_postflight_and_the_report_read_preflight_json_within_one_budget(tmp_path, capsys):
+    """A preflight.json past postflight's former bound (16 MiB for up to 256 nodes) but within
+    the run's record budget: postflight passes, as the report and make runs read it."""
+    run, profile = synthrun.healthy_run(tmp_path, 2, 2, probe_bytes=600)
+    record = json.loads((run / "preflight.json").read_text())
+    record["padding"] = "x" * ((16 << 20) + (64 << 10))
+    (run / "preflight.json").write_text(json.dumps(record, indent=2, sort_keys=True))  # the writer's layout
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(profile)]) == 0
+    capsys.readouterr()
+    main(["report", "--output-dir", str(run), "--profile", str(profile)])
+    assert "run exp: SUCCESS" in capsys.readouterr().out
+    main(["runs", "--storage-root", str(tmp_path)])
+    assert any(line.startswith("exp ") and line.split()[-1] == "SUCCESS" for line in capsys.readouterr().out.splitlines())

@@ -214,10 +214,10 @@ def test_gid_tables_and_link_downed_from_sysfs(tmp_path):
 
 def test_a_big_nodes_answers_stay_small_in_preflight_json():
     """An 8-GPU NVLink node with 8 RoCE HCAs: what preflight.json keeps per node stays well
-    under postflight's per-node read bound (placement.PER_NODE_LIMIT)."""
+    under the per-node share of the run's record budget (budget.RECORD_PER_NODE)."""
     import json
     from dev.stubgpus import HEALTHY
-    from twgrpo.checks.postflight.placement import PER_NODE_LIMIT
+    from twgrpo.run.budget import RECORD_PER_NODE as PER_NODE_LIMIT
     links = "".join(f"\t Link {k}: 26.562 GB/s\n" for k in range(18))
     nvlink = "".join(f"GPU {g}: NVIDIA H100 80GB HBM3 (UUID: GPU-{g:08d})\n{links}" for g in range(8))
     health = {"query": {"gpus": [{"index": str(g), "uuid": f"GPU-{g:08d}-0000-4000-8000-000000000000",

@@ -43,8 +43,8 @@ OLD_NAMES = {f: f.replace("clocks_event_reasons", "clocks_throttle_reasons")
 INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
 NVLINK_GPU = re.compile(r"^GPU (\d+): .*\(UUID: ([^)]+)\)")
 NVLINK_LINK = re.compile(r"^\s*Link (\d+): (.+?)\s*$")
-# preflight.json holds each node's answers (postflight reads it with a per-node bound, see
-# placement.PER_NODE_LIMIT): everything kept here is bounded and small.
+# preflight.json holds each node's answers (every view reads it within the run's budget, a
+# per-node share of budget.RECORD_PER_NODE): everything kept here is bounded and small.
 MAX_GPUS = 32
 MAX_LINKS = 18  # NVLink 4 (H100) has 18 links per GPU
 # A kernel log record: "PRIO,SEQ,MICROSECONDS,FLAGS;MESSAGE" (Documentation/ABI/testing/dev-kmsg).

@@ -17,18 +17,15 @@ from ...formats.trainlines import Transport
 from ...formats.trainlog import InitEvent, LogScan
 from ...run.runfolder import NAME
 
-PER_NODE_LIMIT = 64 << 10  # preflight.json holds each node's probe, about 6 KB each
-PER_NODE_MEMORY = 256 << 10  # and what parsing that much JSON may cost (bounded.cost)
 KEPT = ("hostname", "node_id", "node_ip", "gpu_node")
 Unreadable = bounded.Unreadable
 
 
-def read_preflight(path, nodes: int) -> Any:
+def read_preflight(path, size: Any) -> Any:
     """What placement needs from preflight.json: its status and each worker's hostname, node id
     and IP (a value that is not an object is returned as it is, for the caller to name), read
-    with bounds that grow with the nodes (each one's whole probe is there). Raises bounded.Unreadable."""
-    record = bounded.read_json(path, max(bounded.RECORD_LIMIT, nodes * PER_NODE_LIMIT),
-                               max(bounded.MEMORY, nodes * PER_NODE_MEMORY))
+    within the run's budget (size: run/budget.Size), as every view reads it. Raises bounded.Unreadable."""
+    record = bounded.read_json(path, size.record_bytes, size.record_memory)
     if not isinstance(record, dict):
         return record
     kept = {k: record[k] for k in ("status", "workers") if k in record}

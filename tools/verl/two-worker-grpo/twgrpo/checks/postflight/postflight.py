@@ -99,8 +99,8 @@ class PostflightContext:
     def preflight(self) -> Dict[str, Any]:
         """placement.read_preflight's answer: a worker's where one was handed it (run())."""
         if self.preflight_ahead is None:
-            self.preflight_ahead = readahead.Task(None, placement.read_preflight,
-                                                  RunFolder(self.run_dir).preflight_json, self.profile.NODES)
+            self.preflight_ahead = readahead.Task(None, placement.read_preflight, RunFolder(
+                self.run_dir).preflight_json, budget.of_profile(self.profile))
         return self.preflight_ahead.answer()
 
 

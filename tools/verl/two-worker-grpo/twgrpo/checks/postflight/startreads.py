@@ -10,6 +10,7 @@ from typing import Any, Optional
 from . import placement, readahead, rollouts
 from ..checkpoint import checkpoint, shards
 from ...formats import tfevents
+from ...run import budget
 from ...run.runfolder import RunFolder
 
 
@@ -19,7 +20,7 @@ def start_reads(ctx: Any) -> Optional[readahead.Workers]:
     workers, which the caller closes."""
     folder = RunFolder(ctx.run_dir)
     ctx.preflight_ahead = readahead.Task(None, placement.read_preflight, folder.preflight_json,
-                                         ctx.profile.NODES)
+                                         budget.of_profile(ctx.profile))
     ctx.ahead = checkpoint.start_ahead(ctx.run_dir, ctx.steps, ctx.world_size, first=[ctx.preflight_ahead])
     event_bytes = 0
     try:  # tfevents.load_views's files; one that cannot be read is its finding, not this
