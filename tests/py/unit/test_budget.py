@@ -85,3 +85,29 @@ def test_the_log_evidence_kept_grows_with_the_ranks_so_a_big_healthy_run_passes(
     checks = json.loads((run / "verification.json").read_text())["checks"]
     failed = {f["id"] for c in checks for f in c["findings"]}
     assert "POST-E033" in failed
+
+
+def test_a_rank_in_twenty_communicators_over_ib_stays_within_its_evidence_budget(tmp_path, monkeypatch):
+    """Megatron-style process groups (tensor, pipeline, data, expert parallel, rollout) put a rank
+    in many NCCL communicators besides the world's: each one's Init START and COMPLETE are
+    evidence items. Twenty of them a rank over IB (its eight devices held too) pass; half the
+    per-rank budget, enough for about ten, fails the same healthy run."""
+    import re
+    import synthrun
+    from twgrpo.cli import main
+    from twgrpo.formats import trainlines
+    monkeypatch.setattr(budget, "EVIDENCE_BASE", 50)
+    monkeypatch.setattr(trainlines, "KEEP", 50)
+    run, env = synthrun.healthy_run(tmp_path, 5, 8, transport="ib")
+    log = run / "training.log"
+    lines = log.read_text().splitlines(True)
+    groups = []
+    for line in lines:
+        if "Init COMPLETE" in line or "Init START" in line:
+            for group in range(20):  # a communicator of 2 ranks: its own commId, nranks and rank
+                groups.append(re.sub(r"commId 0x[0-9a-f]+", f"commId 0x{0xabc0 + group:x}",
+                                     re.sub(r"rank (\d+) nranks \d+", lambda m: f"rank {int(m[1]) % 2} nranks 2", line)))
+    log.write_text("".join(lines + groups))
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(env)]) == 0
+    monkeypatch.setattr(budget, "EVIDENCE_PER_RANK", budget.EVIDENCE_PER_RANK // 2)
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(env)]) == 1

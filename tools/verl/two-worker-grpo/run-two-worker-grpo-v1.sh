@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=8291972df7aff5c32649559e9e2cf9f86fd4d6b80c3468ff1966c6c1c153c295
+readonly BUNDLE_SUMS_SHA256=c289b3690bd4ef98106bae4f2e1188cc1cde297b2be72c3939c33055af5bcace
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
