@@ -96,3 +96,24 @@ def test_postflight_and_the_report_read_preflight_json_within_one_budget(tmp_pat
     assert "run exp: SUCCESS" in capsys.readouterr().out
     main(["runs", "--storage-root", str(tmp_path)])
     assert any(line.startswith("exp ") and line.split()[-1] == "SUCCESS" for line in capsys.readouterr().out.splitlines())
+
+
+def test_a_failed_runs_cause_is_read_within_the_runs_budget(tmp_path):
+    """FAILED's cause and make submit's line name the failed check of a preflight.json past the
+    flat 16 MiB, as the report does."""
+    from twgrpo.run import failedchecks
+    run, _ = synthrun.healthy_run(tmp_path, 2, 2, probe_bytes=600)
+    record = json.loads((run / "preflight.json").read_text())
+    record["status"] = "failed"
+    record["checks"] = [{"name": "node-count", "status": "failed", "findings": [{"id": "PRE-E012"}]}]
+    record["padding"] = "x" * ((16 << 20) + (64 << 10))
+    (run / "preflight.json").write_text(json.dumps(record, indent=2, sort_keys=True))
+    assert "preflight: node-count (PRE-E012)" in failedchecks.failed_checks(run)
+
+
+def test_an_inputs_record_over_a_mebibyte_is_read_within_the_runs_budget(tmp_path):
+    run, profile = synthrun.healthy_run(tmp_path, 2, 2, probe_bytes=600)
+    record = json.loads((run / "inputs.json").read_text())
+    record["padding"] = "x" * (3 << 19)  # 1.5 MiB: a large dataset manifest, say
+    (run / "inputs.json").write_text(json.dumps(record, indent=2, sort_keys=True))
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(profile)]) == 0

@@ -108,3 +108,43 @@ def test_a_checkpoint_of_more_than_10000_files_resumes_and_its_large_run_json_is
     code, verdict = postflight(run, env)
     assert code == 0, [f["message"] for c in verdict["checks"] for f in c["findings"] if f["level"] == "error"]
     assert runrecord.size(run).ranks == 1300  # the budget from the profile in the record's head
+
+
+def rewrite(path, old, new, count=-1):
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, count))
+
+
+def test_a_load_line_whose_path_holds_no_step_is_read_and_named(resumed):
+    """A load line is found by its own words, not by a global_step_ in its path."""
+    run, env = resumed
+    with open(run / "training.log", "a") as log:
+        log.write("(WorkerDict pid=4001, ip=10.0.1.1) INFO:2026-12-02 13:10:32,375:[Rank 3] Loaded optimizer "
+                  "from /elsewhere/ckpt/actor/optim_world_size_24_rank_3.pt\n")
+    code, verdict = postflight(run, env)
+    assert code == 1
+    assert any("a rank loaded a shard from /elsewhere/ckpt/actor/" in m for m in findings(verdict, "POST-E061"))
+
+
+@pytest.mark.parametrize("where", ["/mnt/elsewhere{}", "{}/actor/../../../../other"])
+def test_a_folder_that_only_ends_like_the_snapshot_is_not_it(resumed, where):
+    """The folder verl loads is the snapshot's exact path under the job's storage root."""
+    run, env = resumed
+    snapshot = str(run / "resume-from" / "A" / "checkpoints" / "global_step_1")
+    lookalike = where.format(snapshot)
+    rewrite(run / "training.log", snapshot, lookalike)
+    rewrite(run / "resolved-command.txt", snapshot, lookalike)
+    code, verdict = postflight(run, env)
+    assert code == 1 and findings(verdict, "POST-E061") and findings(verdict, "POST-E064")
+
+
+def test_a_rank_that_names_another_ranks_model_shard_has_not_loaded_its_own(resumed):
+    run, env = resumed
+    log = run / "training.log"
+    lines = [line for line in log.read_text().splitlines(True) if "[Rank 5] Loaded model from " not in line]
+    ranks_zero = next(line for line in lines if "[Rank 0] Loaded model from " in line)
+    log.write_text("".join(lines) + ranks_zero.replace("_rank_0.pt", "_rank_5.pt"))
+    code, verdict = postflight(run, env)
+    assert code == 1
+    assert any(f"rank(s) [5] of {NODES * GPUS}" in m for m in findings(verdict, "POST-E061"))

@@ -136,3 +136,21 @@ def test_a_merge_takes_a_new_key_whole_only_with_room_for_all_it_holds(tmp_path,
     for keep, one, other in zip(keeps, got, want):
         assert (one, one.kept, one.dropped) == (other, other.kept, other.dropped), keep
     assert any(scan.dropped for scan in got) and not got[-1].dropped
+
+
+def test_load_evidence_stays_small_whatever_the_paths(tmp_path):
+    """Load lines of megabyte paths hold at most LOAD_PATH characters each, and at most
+    LOAD_FOLDERS folders: memory does not grow with the log's size."""
+    path = tmp_path / "training.log"
+    long = "a" * (100 << 10)
+    with open(path, "w") as log:
+        for number in range(100):  # a long folder, then a long file name, then another folder each
+            log.write(f"(WorkerDict pid=1) [Rank {number}] Loaded model from /x/{long}{number}/m.pt\n"
+                      f"(WorkerDict pid=1) [Rank {number}] Loaded model from /x/{number}{long}.pt\n"
+                      f"(WorkerDict pid=1) [Rank {number}] Loaded rng from /f{number}/rng.pt\n")
+    scan = trainlog.scan_log(str(path), jobs=1)
+    assert scan.shard_load_count == 300 and scan == line_by_line(path)
+    assert len(scan.load_folders) == trainlines.LOAD_FOLDERS
+    assert max(map(len, scan.load_folders)) <= trainlines.LOAD_PATH + 1
+    assert all(len(p) <= trainlines.LOAD_PATH + 1 for _, _, p in scan.shard_loads)
+    assert not scan.model_loads  # a name cut short is no rank's shard

@@ -56,8 +56,12 @@ WATCHDOG = re.compile(r"(?i)abort|watchdog|timeout|timed out")
 METRIC_STEP = re.compile(r"training/global_step:(?P<step>\d{1,18})(?!\d)")
 # A resumed run: verl's TaskRunner names the folder it loads, each rank the shards it read.
 CHECKPOINT_LOAD = re.compile(r"^Load from checkpoint folder: (?P<path>.+?)\s*$")
-SHARD_LOAD = re.compile(r"\] Loaded (?P<kind>model|optimizer|rng|lr_scheduler) from (?P<path>\S+)")
+SHARD_LOAD = re.compile(r"(?:\[Rank (?P<rank>\d{1,9}))?\] Loaded (?P<kind>model|optimizer|rng|lr_scheduler) "
+                        r"from (?P<path>\S+)")  # "[Rank 5] Loaded model from ...": the rank that loaded
 LOAD_SAMPLES = 64
+LOAD_FOLDERS = 64  # distinct folders shard loads name, the first held (a healthy run's: one)
+LOAD_PATH = 1024  # a load's path held to this many characters, then "…": it names no real folder
+NAME_MAX = 255  # a file name's most bytes (Linux): a longer model shard name is no rank's
 FATAL = [  # the tutorial's list of markers that a healthy run never prints
     ("python-traceback", re.compile(r"Traceback \(most recent call last\)")),
     ("hydra-error", re.compile(r"Error executing job with overrides")),
@@ -88,7 +92,8 @@ ANCHORED = (
     (b"K", (b"Killed",)),
     (b"M", (b"Memory on the node",)),  # Ray's OOM detail: node, usage, threshold (causes.py)
 )
-SEARCHED = (b"commId", b"Total training steps")  # no rare byte: a substring search each
+SEARCHED = (b"commId", b"Total training steps",  # no rare byte: a substring search each
+            b"] Loaded ", b"Load from checkpoint folder")  # a resumed run's loads, whatever their paths
 KEYWORDS = SEARCHED + tuple(word for _, words in ANCHORED for word in words)
 SEARCHES = [re.compile(re.escape(word)) for word in SEARCHED]  # sre's literal scan is fastest
 
@@ -127,11 +132,12 @@ class LogScan:
     metric_steps: Set[int] = dataclasses.field(default_factory=set)
     checkpoint_loads: List[Tuple[int, str]] = dataclasses.field(default_factory=list)  # first few
     shard_loads: List[Tuple[int, str, str]] = dataclasses.field(default_factory=list)  # first few
-    # every shard load, beyond the samples: how many, the folders loaded from and the model
-    # shards' file names (a rank each), held as evidence items
+    # every shard load, beyond the samples: how many, the first LOAD_FOLDERS folders loaded from
+    # (folder -> loads), and (the rank that said it, file name) of each model shard loaded,
+    # held as evidence items
     shard_load_count: int = 0
-    load_folders: Set[str] = dataclasses.field(default_factory=set)
-    model_loads: Set[str] = dataclasses.field(default_factory=set)
+    load_folders: Dict[str, int] = dataclasses.field(default_factory=dict)
+    model_loads: Set[Tuple[int, str]] = dataclasses.field(default_factory=set)
     # (commId, rank) -> phase -> events (a healthy log has exactly one per phase)
     inits: Dict[Tuple[str, int], Dict[str, List[InitEvent]]] = dataclasses.field(default_factory=dict)
     transport: Dict[Tuple[str, int], Transport] = dataclasses.field(default_factory=dict)
@@ -176,14 +182,22 @@ class LogScan:
         if value not in steps and self.room():
             steps.add(value)
 
-    def add_shard_load(self, number: int, kind: str, path: str) -> None:
+    def add_shard_load(self, number: int, kind: str, path: str, rank: Optional[int]) -> None:
+        """A rank's "Loaded <kind> from <path>" (rank: its [Rank N] tag, None without one)."""
         self.shard_load_count += 1
+        path = path if len(path) <= LOAD_PATH else path[:LOAD_PATH] + "\u2026"
         if len(self.shard_loads) < LOAD_SAMPLES:
             self.shard_loads.append((number, kind, path))
         folder, _, name = path.rpartition("/")
-        self.add_step(self.load_folders, folder)
-        if kind == "model":
-            self.add_step(self.model_loads, name)
+        self.add_folder(folder, 1)
+        if kind == "model" and rank is not None and len(name) <= NAME_MAX:  # longer: no shard's
+            self.add_step(self.model_loads, (rank, name))
+
+    def add_folder(self, folder: str, loads: int) -> None:
+        if folder in self.load_folders:
+            self.load_folders[folder] += loads
+        elif len(self.load_folders) < LOAD_FOLDERS:
+            self.load_folders[folder] = loads
 
     def add_gloo(self, key: Tuple[int, int], seen: Tuple[int, int]) -> None:
         if seen not in self.gloo.get(key, ()) and self.room():
@@ -244,9 +258,10 @@ class LogScan:
         self.checkpoint_loads += other.checkpoint_loads[:max(LOAD_SAMPLES - len(self.checkpoint_loads), 0)]
         self.shard_loads += other.shard_loads[:max(LOAD_SAMPLES - len(self.shard_loads), 0)]
         self.shard_load_count += other.shard_load_count
-        for values, more in ((self.load_folders, other.load_folders), (self.model_loads, other.model_loads)):
-            for value in sorted(more):
-                self.add_step(values, value)
+        for folder, loads in other.load_folders.items():  # in file order: the first held
+            self.add_folder(folder, loads)
+        for value in sorted(other.model_loads):
+            self.add_step(self.model_loads, value)
         merge_evidence(self, other)
 
 
@@ -318,7 +333,8 @@ def _parse_line(scan: LogScan, number: int, raw: str) -> None:
             scan.add_step(scan.metric_steps, int(m["step"]))
     m = CHECKPOINT_LOAD.search(body) if "Load from checkpoint folder" in body else None
     if m and len(scan.checkpoint_loads) < LOAD_SAMPLES:
-        scan.checkpoint_loads.append((number, m["path"]))
+        path = m["path"]
+        scan.checkpoint_loads.append((number, path if len(path) <= LOAD_PATH else path[:LOAD_PATH] + "\u2026"))
     m = SHARD_LOAD.search(body) if "] Loaded " in body else None
     if m:
-        scan.add_shard_load(number, m["kind"], m["path"])
+        scan.add_shard_load(number, m["kind"], m["path"], int(m["rank"]) if m["rank"] else None)

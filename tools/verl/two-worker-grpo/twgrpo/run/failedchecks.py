@@ -1,6 +1,7 @@
 """Each failed check of a run, with its finding ids, from the phase records in its folder:
 FAILED's cause (the launcher) and make submit's last line (prep/outcome.py) say the same.
-Reads are bounded (bounded.read_object): a hostile record costs little and names nothing.
+Reads are bounded by the run's record budget (bounded.read_object, runrecord.size): a hostile
+record costs little and names nothing.
 """
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import List
 
 from ..formats import bounded
+from . import runrecord
 from .runfolder import NAME
 
 RECORDS = (("resume", NAME.resume_json), ("inputs", NAME.inputs_json),
@@ -19,7 +21,8 @@ def failed_checks(folder: Path) -> List[str]:
     named = []
     for phase, name in RECORDS:
         try:
-            record = bounded.read_object(Path(folder) / name)
+            size = runrecord.size(folder)  # the run's budget, as every view reads its records
+            record = bounded.read_object(Path(folder) / name, size.record_bytes, size.record_memory)
         except bounded.Unreadable:
             continue
         checks = record.get("checks")

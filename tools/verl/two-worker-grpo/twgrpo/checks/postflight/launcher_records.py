@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import List
 
+from ...run.budget import of_profile
 from ...run.records import read_json
 from ...run.findings import Finding, finding, mismatch
 from ...run.runverdict import failed_fields, phase_statuses
@@ -54,7 +55,8 @@ def check_launcher_records(ctx) -> List[Finding]:
 def check_inputs_evidence(ctx) -> List[Finding]:
     """inputs.json's evidence names the inputs the profile pins (called by inputs-record)."""
     try:
-        evidence = read_json(RunFolder(ctx.run_dir).inputs_json).get("evidence")
+        record = read_json(RunFolder(ctx.run_dir).inputs_json, of_profile(ctx.profile).record_bytes)
+        evidence = record.get("evidence")
     except (OSError, ValueError, AttributeError, RecursionError):
         return []  # check_inputs_record reports the unreadable record
     if not isinstance(evidence, dict):

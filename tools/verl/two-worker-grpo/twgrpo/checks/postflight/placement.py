@@ -185,7 +185,7 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
                              + humane.first_of(sorted(workers))))
     if fell_back:
         found.append(finding("POST-E150", f"{len(fell_back)} of {world} ranks",
-                             f"NCCL_TRANSPORT=ib, but ranks {', '.join(fell_back)} used NCCL's "
+                             f"NCCL_TRANSPORT=ib, but ranks {humane.first_of(fell_back)} used NCCL's "
                              "Socket network, not IB", ranks=fell_back))
     record["actors"] = rows
     record["node_counts"] = counts

@@ -162,7 +162,7 @@ def check_inputs_record(ctx: PostflightContext) -> List[Finding]:
     """SUCCESS needs every phase: the inputs check the launcher ran must have passed too."""
     path = RunFolder(ctx.run_dir).inputs_json
     try:
-        status = read_json(path).get("status")
+        status = read_json(path, budget.of_profile(ctx.profile).record_bytes).get("status")  # as runverdict
     except (OSError, ValueError, AttributeError) as exc:
         return [finding("POST-E041", str(path), f"cannot read the inputs record ({exc})")]
     if status != "passed":

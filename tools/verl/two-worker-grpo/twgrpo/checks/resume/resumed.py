@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Tuple, Union
 
 from ...formats import lines, tfevents
 from ...run.findings import Finding, finding, mismatch
 from ..checkpoint import snapshot
-from ...run import budget, runid, runrecord
+from ...run import budget, command, runid, runrecord
 from ...run.runfolder import NAME, RunFolder
 
 
@@ -70,6 +70,10 @@ def check_resumed_run(ctx) -> List[Finding]:
     else:
         expected = RunFolder(ctx.run_dir.parent / earlier).checkpoints / f"global_step_{step}"  # a sibling
         root, want = ctx.run_dir.parent / earlier, _suffix(earlier, step)
+    root_seen = runrecord.storage_root(ctx.run_dir)  # the job's: its log and command name it
+    want = Wanted(want) if not root_seen else Wanted(str(  # the folder itself, not a look-alike
+        command.resume_snapshot_dir(Path(root_seen), ctx.run_id, earlier, step) if copied
+        else command.checkpoint_dir(Path(root_seen), earlier, step)), exact=True)
     found = []
     found += _loaded_checkpoint(ctx, earlier, step, want)
     found += _continued_steps(ctx, step)
@@ -84,24 +88,38 @@ def _suffix(earlier: str, step: int) -> str:
     return f"/{earlier}/checkpoints/global_step_{step}"
 
 
-def _loaded_checkpoint(ctx, earlier: str, step: int, want: str) -> List[Finding]:
+class Wanted(NamedTuple):
+    """The folder verl was to load: its absolute path as the job saw it (exact, from run.json's
+    storage root), or the end of it (a record without a storage root)."""
+    path: str
+    exact: bool = False
+
+    def named_by(self, path: str, below: str = "") -> bool:
+        """Whether path names this folder (or its subfolder below), never through '..'."""
+        path, want = path.rstrip("/"), self.path + below
+        return ".." not in path.split("/") and (path == want if self.exact else path.endswith(want))
+
+    def __str__(self) -> str:
+        return self.path if self.exact else "..." + self.path
+
+
+def _loaded_checkpoint(ctx, earlier: str, step: int, want: "Wanted") -> List[Finding]:
     scan = ctx.scan()
     loads = scan.checkpoint_loads
     if not loads:
         return [finding("POST-E061", NAME.training_log, "no 'Load from checkpoint folder:' line: "
                         f"verl did not load {earlier}'s global_step_{step}")]
-    wrong = [(n, p) for n, p in loads if not p.rstrip("/").endswith(want)]
+    wrong = [(n, p) for n, p in loads if not want.named_by(p)]
     if wrong or len(loads) > 1:
         return [finding("POST-E061", f"training.log:{(wrong or loads)[0][0]}", "verl loaded "
-                        f"{', '.join(p for _, p in loads[:3])}; expected one load of ...{want}")]
-    # Every load is judged, not the samples: a folder's path ends in "/", as in the full path.
-    elsewhere = sorted(f for f in scan.load_folders if f"{want}/actor/" not in f + "/")
+                        f"{', '.join(p for _, p in loads[:3])}; expected one load of {want}")]
+    elsewhere = [f for f in scan.load_folders if not want.named_by(f, "/actor")]  # every load's folder
     if elsewhere:
         return [finding("POST-E061", NAME.training_log, f"a rank loaded a shard from {elsewhere[0]}/, "
-                        f"not from ...{want}/actor/")]
+                        f"not from {want}/actor/")]
     world = ctx.world_size
-    models = scan.model_loads
-    missing = [r for r in range(world) if f"model_world_size_{world}_rank_{r}.pt" not in models]
+    models = scan.model_loads  # (the rank that said it, the file): a rank loads its own shard
+    missing = [r for r in range(world) if (r, f"model_world_size_{world}_rank_{r}.pt") not in models]
     if missing:
         return [finding("POST-E061", NAME.training_log, f"no 'Loaded model from' line for rank(s) "
                         f"{missing[:8]}{' and more' if len(missing) > 8 else ''} of {world}: those "
@@ -127,7 +145,7 @@ def _continued_steps(ctx, step: int) -> List[Finding]:
     return found
 
 
-def _resolved_resume(ctx, want: str) -> List[Finding]:
+def _resolved_resume(ctx, want: "Wanted") -> List[Finding]:
     path = RunFolder(ctx.run_dir).resolved_command_txt
     try:
         argv = shlex.split(lines.read_small(path))
@@ -138,9 +156,8 @@ def _resolved_resume(ctx, want: str) -> List[Finding]:
     if given.get("trainer.resume_mode") != "resume_path":
         found.append(mismatch("POST-E064", str(path), "trainer.resume_mode", "resume_path",
                               given.get("trainer.resume_mode", "absent")))
-    if not given.get("trainer.resume_from_path", "").endswith(want):
-        found.append(mismatch("POST-E064", str(path), "trainer.resume_from_path",
-                              f"...{want}",
+    if not want.named_by(given.get("trainer.resume_from_path", "")):
+        found.append(mismatch("POST-E064", str(path), "trainer.resume_from_path", str(want),
                               given.get("trainer.resume_from_path", "absent")))
     return found
 
