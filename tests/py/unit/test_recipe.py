@@ -113,6 +113,8 @@ def test_extra_overrides_are_recorded_in_run_json(tmp_path):
     ("hydra.run.dir=/tmp", "GEN-E050"),
     ("trainer.total_training_steps=100", "GEN-E050"),
     ("trainer=null", "GEN-E050"),
+    ("actor_rollout_ref.actor.checkpoint.load_contents=[model]", "GEN-E050"),  # a partial resume
+    ("actor_rollout_ref.actor.checkpoint.save_contents=[model]", "GEN-E050"),
     ("data.shuffle", "GEN-E051"),
     ("=true", "GEN-E051"),
 ])

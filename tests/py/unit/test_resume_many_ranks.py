@@ -24,10 +24,11 @@ def resumed(tmp_path):
     return resumed_run(tmp_path, NODES, GPUS)
 
 
-def resumed_run(tmp_path, nodes, gpus, extra_files=0):
+def resumed_run(tmp_path, nodes, gpus, extra_files=0, root=None):
     """(run folder, profile file) of B, resumed from A's step-1 checkpoint (with extra_files
-    more small files in it) through the resume phase and trained to step 2."""
-    root = tmp_path / "storage"
+    more small files in it) through the resume phase and trained to step 2; root: the storage
+    root as the job spells it (tmp_path/storage)."""
+    root = root or tmp_path / "storage"
     hosts = [{"hostname": f"node-{i}", "ip": f"10.{i >> 8}.{i & 255}.1"} for i in range(nodes)]
     prof = with_overrides(load_profile("tutorial-2x2-a100"), NODES=nodes, GPUS_PER_NODE=gpus,
                           TRAIN_BATCH_SIZE=nodes * gpus, PPO_MINI_BATCH_SIZE=nodes * gpus,
@@ -148,3 +149,42 @@ def test_a_rank_that_names_another_ranks_model_shard_has_not_loaded_its_own(resu
     code, verdict = postflight(run, env)
     assert code == 1
     assert any(f"rank(s) [5] of {NODES * GPUS}" in m for m in findings(verdict, "POST-E061"))
+
+
+@pytest.mark.parametrize("kind", ["optimizer", "rng"])
+def test_a_rank_that_loaded_its_model_but_not_its_optimizer_or_state_has_not_resumed(resumed, kind):
+    """load_contents=[model] resumes the weights alone: Adam's moments and the RNG start afresh."""
+    run, env = resumed
+    log = run / "training.log"
+    log.write_text("".join(line for line in log.read_text().splitlines(True)
+                           if f"[Rank 7] Loaded {kind} from " not in line))
+    code, verdict = postflight(run, env)
+    assert code == 1
+    assert any(f"no 'Loaded {kind} from' line for rank(s) [7] of {NODES * GPUS}" in m
+               for m in findings(verdict, "POST-E061"))
+
+
+@pytest.mark.parametrize("spelling", ["mnt/../storage", "s" * 200 + "/" + "t" * 200 + "/" + "u" * 200 +
+                                      "/" + "v" * 200 + "/" + "w" * 200 + "/storage"])
+def test_a_storage_root_through_dots_or_over_a_thousand_characters_resumes(tmp_path, spelling):
+    """The job's storage root as it spells it: '..' in it (the launcher takes it), or long
+    enough that every load path passes 1,024 characters (paths reach 4,096)."""
+    (tmp_path / "mnt").mkdir()
+    run, env = resumed_run(tmp_path, 1, 2, root=tmp_path / spelling)
+    if len(spelling) > 1000:
+        assert min(len(line) for line in (run / "training.log").read_text().splitlines()
+                   if "Loaded model from" in line) > 1024
+    code, verdict = postflight(run, env)
+    assert code == 0, [f["message"] for c in verdict["checks"] for f in c["findings"] if f["level"] == "error"]
+
+
+def test_a_snapshot_lineage_without_a_storage_root_is_refused_not_matched_by_its_ending(resumed):
+    """A copy's exact path comes from the job's storage root; by its ending alone, a look-alike
+    (/mnt/elsewhere/<the same path>) would pass."""
+    run, env = resumed
+    record = json.loads((run / "run.json").read_text())
+    del record["storage_root"]
+    (run / "run.json").write_text(json.dumps(record))
+    code, verdict = postflight(run, env)
+    assert code == 1
+    assert any("names no storage root" in m for m in findings(verdict, "POST-E060"))

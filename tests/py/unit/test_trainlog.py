@@ -59,7 +59,8 @@ def test_blocks_and_segments_do_not_change_the_result(tmp_path, monkeypatch, blo
     monkeypatch.setattr(trainlog, "SEGMENT", segment)
     scan = trainlog.scan_log(str(path), jobs=jobs)
     assert scan == line_by_line(path)
-    assert scan.shard_load_count == 8 * 4 and len(scan.model_loads) == 8  # every rank's, in any segment
+    assert scan.shard_load_count == 8 * 4 and len(scan.rank_loads) == 8 * 3  # model, optimizer, rng
+    assert {kind for _, kind, _ in scan.rank_loads} == set(trainlines.RANK_LOADS)  # in any segment
 
 
 def test_fatal_markers_keep_their_line_numbers_across_segments(tmp_path, monkeypatch):
@@ -153,4 +154,4 @@ def test_load_evidence_stays_small_whatever_the_paths(tmp_path):
     assert len(scan.load_folders) == trainlines.LOAD_FOLDERS
     assert max(map(len, scan.load_folders)) <= trainlines.LOAD_PATH + 1
     assert all(len(p) <= trainlines.LOAD_PATH + 1 for _, _, p in scan.shard_loads)
-    assert not scan.model_loads  # a name cut short is no rank's shard
+    assert {kind for _, kind, _ in scan.rank_loads} == {"rng"}  # a name cut short is no rank's shard

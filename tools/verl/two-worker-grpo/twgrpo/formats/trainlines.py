@@ -60,7 +60,11 @@ SHARD_LOAD = re.compile(r"(?:\[Rank (?P<rank>\d{1,9}))?\] Loaded (?P<kind>model|
                         r"from (?P<path>\S+)")  # "[Rank 5] Loaded model from ...": the rank that loaded
 LOAD_SAMPLES = 64
 LOAD_FOLDERS = 64  # distinct folders shard loads name, the first held (a healthy run's: one)
-LOAD_PATH = 1024  # a load's path held to this many characters, then "…": it names no real folder
+LOAD_PATH = 4096  # a load's path held to this many characters (PATH_MAX), then "…": no real folder's
+# What every rank of a resumed run loads, as verl's FSDP checkpoint manager says it ("Loaded
+# <kind> from .../<file>_world_size_W_rank_R.pt"): its model and optimizer shards and its extra
+# state (the RNG; the LR scheduler's line is not always there). kind -> file prefix.
+RANK_LOADS = {"model": "model", "optimizer": "optim", "rng": "extra_state"}
 NAME_MAX = 255  # a file name's most bytes (Linux): a longer model shard name is no rank's
 FATAL = [  # the tutorial's list of markers that a healthy run never prints
     ("python-traceback", re.compile(r"Traceback \(most recent call last\)")),
@@ -133,11 +137,11 @@ class LogScan:
     checkpoint_loads: List[Tuple[int, str]] = dataclasses.field(default_factory=list)  # first few
     shard_loads: List[Tuple[int, str, str]] = dataclasses.field(default_factory=list)  # first few
     # every shard load, beyond the samples: how many, the first LOAD_FOLDERS folders loaded from
-    # (folder -> loads), and (the rank that said it, file name) of each model shard loaded,
+    # (folder -> loads), and (the rank that said it, kind, file name) of each RANK_LOADS load,
     # held as evidence items
     shard_load_count: int = 0
     load_folders: Dict[str, int] = dataclasses.field(default_factory=dict)
-    model_loads: Set[Tuple[int, str]] = dataclasses.field(default_factory=set)
+    rank_loads: Set[Tuple[int, str, str]] = dataclasses.field(default_factory=set)
     # (commId, rank) -> phase -> events (a healthy log has exactly one per phase)
     inits: Dict[Tuple[str, int], Dict[str, List[InitEvent]]] = dataclasses.field(default_factory=dict)
     transport: Dict[Tuple[str, int], Transport] = dataclasses.field(default_factory=dict)
@@ -190,8 +194,8 @@ class LogScan:
             self.shard_loads.append((number, kind, path))
         folder, _, name = path.rpartition("/")
         self.add_folder(folder, 1)
-        if kind == "model" and rank is not None and len(name) <= NAME_MAX:  # longer: no shard's
-            self.add_step(self.model_loads, (rank, name))
+        if kind in RANK_LOADS and rank is not None and len(name) <= NAME_MAX:  # longer: no shard's
+            self.add_step(self.rank_loads, (rank, kind, name))
 
     def add_folder(self, folder: str, loads: int) -> None:
         if folder in self.load_folders:
@@ -260,8 +264,8 @@ class LogScan:
         self.shard_load_count += other.shard_load_count
         for folder, loads in other.load_folders.items():  # in file order: the first held
             self.add_folder(folder, loads)
-        for value in sorted(other.model_loads):
-            self.add_step(self.model_loads, value)
+        for value in sorted(other.rank_loads):
+            self.add_step(self.rank_loads, value)
         merge_evidence(self, other)
 
 

@@ -35,7 +35,7 @@ ITEMS_PER_NODE = 4
 ITEMS_PER_STEP = 4         # a step's rollouts entry, its scalars
 # Evidence items one scan of training.log holds (formats/trainlines.py).
 EVIDENCE_BASE = 100_000
-EVIDENCE_PER_RANK = 64     # transport (12 over IB), Gloo, Init START/COMPLETE of 25 communicators
+EVIDENCE_PER_RANK = 64     # transport (12 over IB), Gloo, 3 resume loads, Init of 24 communicators
 EVIDENCE_PER_STEP = 8      # the step in three forms, and repeats
 # Sizes a run.json may claim: far past any cluster, so only a hostile record meets them.
 MOST_NODES = 1 << 14

@@ -51,6 +51,10 @@ OWNED: Dict[str, str] = {
     "trainer.resume_mode": "use RESUME_FROM",
     "trainer.resume_from_path": "use RESUME_FROM",
     "trainer.del_local_ckpt_after_load": "a resumed run never deletes the earlier checkpoint",
+    "actor_rollout_ref.actor.checkpoint.save_contents": "postflight checks every rank's model, "
+                                                        "optimizer and extra state are saved",
+    "actor_rollout_ref.actor.checkpoint.load_contents": "a resumed run loads every rank's model, "
+                                                        "optimizer and extra state",
     # The profile's own knobs: the report and summary print the knob, so it must be what ran.
     "actor_rollout_ref.actor.optim.lr": "set LEARNING_RATE",
     "actor_rollout_ref.actor.fsdp_config.param_offload": "set PARAM_OFFLOAD",

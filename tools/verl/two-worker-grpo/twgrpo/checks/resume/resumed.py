@@ -14,7 +14,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Tuple, Union
 
-from ...formats import lines, tfevents
+from ...formats import lines, tfevents, trainlines
 from ...run.findings import Finding, finding, mismatch
 from ..checkpoint import snapshot
 from ...run import budget, command, runid, runrecord
@@ -71,6 +71,10 @@ def check_resumed_run(ctx) -> List[Finding]:
         expected = RunFolder(ctx.run_dir.parent / earlier).checkpoints / f"global_step_{step}"  # a sibling
         root, want = ctx.run_dir.parent / earlier, _suffix(earlier, step)
     root_seen = runrecord.storage_root(ctx.run_dir)  # the job's: its log and command name it
+    if copied and not root_seen:  # a copy's path is only known from it; an ending is a look-alike's
+        return [finding("POST-E060", str(RunFolder(ctx.run_dir).run_json), "the resume record "
+                        "has a snapshot but run.json names no storage root (an absolute path): "
+                        "the folder verl loaded cannot be told from a look-alike")]
     want = Wanted(want) if not root_seen else Wanted(str(  # the folder itself, not a look-alike
         command.resume_snapshot_dir(Path(root_seen), ctx.run_id, earlier, step) if copied
         else command.checkpoint_dir(Path(root_seen), earlier, step)), exact=True)
@@ -95,9 +99,12 @@ class Wanted(NamedTuple):
     exact: bool = False
 
     def named_by(self, path: str, below: str = "") -> bool:
-        """Whether path names this folder (or its subfolder below), never through '..'."""
+        """Whether path names this folder (or its subfolder below): the very path, or one ending
+        with it that goes through no '..' (which could lead anywhere)."""
         path, want = path.rstrip("/"), self.path + below
-        return ".." not in path.split("/") and (path == want if self.exact else path.endswith(want))
+        if self.exact:  # the job's own spelling, '..' and all when its storage root has one
+            return path == want
+        return ".." not in path.split("/") and path.endswith(want)
 
     def __str__(self) -> str:
         return self.path if self.exact else "..." + self.path
@@ -118,12 +125,14 @@ def _loaded_checkpoint(ctx, earlier: str, step: int, want: "Wanted") -> List[Fin
         return [finding("POST-E061", NAME.training_log, f"a rank loaded a shard from {elsewhere[0]}/, "
                         f"not from {want}/actor/")]
     world = ctx.world_size
-    models = scan.model_loads  # (the rank that said it, the file): a rank loads its own shard
-    missing = [r for r in range(world) if (r, f"model_world_size_{world}_rank_{r}.pt") not in models]
-    if missing:
-        return [finding("POST-E061", NAME.training_log, f"no 'Loaded model from' line for rank(s) "
-                        f"{missing[:8]}{' and more' if len(missing) > 8 else ''} of {world}: those "
-                        "ranks did not load the checkpoint")]
+    said = scan.rank_loads  # (the rank that said it, kind, the file): a rank loads its own shards
+    for kind, file in trainlines.RANK_LOADS.items():  # a partial load (no optimizer) is no resume
+        missing = [r for r in range(world) if (r, kind, f"{file}_world_size_{world}_rank_{r}.pt")
+                   not in said]
+        if missing:
+            return [finding("POST-E061", NAME.training_log, f"no 'Loaded {kind} from' line for "
+                            f"rank(s) {missing[:8]}{' and more' if len(missing) > 8 else ''} of "
+                            f"{world}: those ranks did not load the checkpoint's {kind}")]
     ctx.evidence["resume_loads"] = {"folder_line": loads[0][0], "shards": scan.shard_load_count}
     return []
 
