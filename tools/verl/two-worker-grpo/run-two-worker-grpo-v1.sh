@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=c3b6a4652e20bf457f5767cb62ebf06a0bca0efd06d36dad329e3af6d60128f2
+readonly BUNDLE_SUMS_SHA256=41da220248fb1d9496f9401aba6a338ef71acb6acaeaf491603d438ca4f190e4
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

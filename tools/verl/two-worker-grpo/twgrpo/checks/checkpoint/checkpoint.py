@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import ahead, shards
+from ...formats import trainlines
 from ...run.findings import Finding, finding, mismatch
 from ...run.records import read_json
 from ...run.runfolder import RunFolder
 
-SHARD_KINDS = ("model", "optim", "extra_state")
+# The files each rank saves (model, optim, extra_state): the very ones a resumed rank must load.
+SHARD_KINDS = tuple(trainlines.RANK_LOADS.values())
 
 
 def shard_problem(path: Path) -> Optional[Tuple[str, str]]:
