@@ -219,6 +219,7 @@ def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Seq
                 "model_sums_sha256": profile.MODEL_SUMS_SHA256,
                 "data_sums_sha256": profile.DATA_SUMS_SHA256}
     (run_dir / "inputs.json").write_text(json.dumps({"phase": "inputs", "status": "passed",
+                                                     "storage_root": storage_root,
                                                      "checks": [], "evidence": evidence}, indent=2))
     (run_dir / "driver.log").write_text("".join(  # the launcher's phase lines
         f"run-two-worker-grpo-v1: phase {phase} ended with status 0 after 1 s\n"

@@ -22,6 +22,8 @@ def test_a_hostile_run_json_cannot_lift_the_ceilings(tmp_path):
         (budget.MOST_NODES, budget.MOST_GPUS_PER_NODE, budget.MOST_STEPS)
     assert size.record_bytes == budget.CEILING_BYTES and size.record_memory == budget.CEILING_MEMORY
     assert size.evidence == budget.CEILING_EVIDENCE
+    assert size.items == budget.CEILING_ITEMS  # a file list of 42 million names was allowed once
+    assert budget.Size(2048, 8, 100_000).items < budget.CEILING_ITEMS  # no healthy run meets it
 
 
 def test_what_is_not_a_count_gives_the_default_size(tmp_path):

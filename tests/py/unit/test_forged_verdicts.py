@@ -172,3 +172,38 @@ def test_the_report_names_the_verl_tree_manifest_it_was_judged_by(tmp_path, caps
     assert main(["report", "--output-dir", str(run), "--profile", PROFILE]) == 0
     pin = load_profile(PROFILE).VERL_SUMS_SHA256
     assert f"tree SHA256SUMS {pin}" in (run / "report.html").read_text()
+
+
+@pytest.mark.parametrize("edit", ["inputs root elsewhere", "inputs root gone", "run root elsewhere",
+                                  "run root a megabyte long"])
+def test_inputs_and_run_json_naming_other_storage_roots_fail_postflight(tmp_path, capsys, edit):
+    """Both are written in the job from its STORAGE_ROOT; a resumed run's load is judged against
+    run.json's, so a run.json edited to point elsewhere must be caught by the inputs record."""
+    run = tmp_path / "runs" / "verl" / "two-worker-grpo" / "exp-001"
+    synthrun.write_run(run, load_profile(PROFILE), "exp-001", "/mnt/verl-reproduction", HOSTS,
+                       run_json=True)
+    name = "inputs.json" if edit.startswith("inputs") else "run.json"
+    record = json.loads((run / name).read_text())
+    if edit.endswith("gone"):
+        del record["storage_root"]
+    else:
+        record["storage_root"] = "/" + "x" * (1 << 20) if "megabyte" in edit else "/mnt/elsewhere"
+    (run / name).write_text(json.dumps(record))
+    code, ids = postflight_ids(run, capsys)
+    # run.json's root elsewhere: the resolved command names another root too (POST-E006); one
+    # past PATH_MAX is no root at all, which the command check does not judge
+    expected = {"POST-E073", "POST-E006"} if edit == "run root elsewhere" else {"POST-E073"}
+    assert code == 1 and ids == expected, ids
+    assert not (run / "SUCCESS").exists()
+    message = json.loads((run / "verification.json").read_text())
+    said = [f["message"] for c in message["checks"] for f in c["findings"] if f["id"] == "POST-E073"]
+    assert len(said) == 1 and len(said[0]) < 1000
+    assert ("no storage root" if edit.endswith("gone") else "/mnt/verl-reproduction") in said[0]
+
+
+def test_a_run_whose_inputs_and_run_json_name_one_storage_root_passes(tmp_path, capsys):
+    run = tmp_path / "runs" / "verl" / "two-worker-grpo" / "exp-001"
+    synthrun.write_run(run, load_profile(PROFILE), "exp-001", "/mnt/verl-reproduction", HOSTS,
+                       run_json=True)
+    assert json.loads((run / "inputs.json").read_text())["storage_root"] == "/mnt/verl-reproduction"
+    assert postflight_ids(run, capsys) == (0, set())

@@ -188,3 +188,19 @@ def test_a_snapshot_lineage_without_a_storage_root_is_refused_not_matched_by_its
     code, verdict = postflight(run, env)
     assert code == 1
     assert any("names no storage root" in m for m in findings(verdict, "POST-E060"))
+
+
+def test_a_storage_root_longer_than_any_path_is_refused_in_bounded_words(resumed):
+    """A megabyte storage_root (in run.json and inputs.json alike) names no folder a job used:
+    the copy's lineage is refused as one without a root, and no message carries the megabyte."""
+    run, env = resumed
+    for name in ("run.json", "inputs.json"):
+        record = json.loads((run / name).read_text())
+        record["storage_root"] = "/" + "x" * (1 << 20)
+        (run / name).write_text(json.dumps(record))
+    code, verdict = postflight(run, env)
+    assert code == 1
+    assert any(f"at most {runrecord.PATH_MAX:,} characters" in m for m in findings(verdict, "POST-E060"))
+    assert not findings(verdict, "POST-E073")  # the two records agree: the length is the fault
+    messages = [f["message"] for c in verdict["checks"] for f in c["findings"]]
+    assert messages and max(map(len, messages)) < 2000

@@ -7,10 +7,10 @@ synthesized runs: a node's probe in preflight.json is 4-10 KiB, a rank's entries
 actor-placement.json and verification.json under 1 KiB, a step at most a validation step number
 in verification.json, which lists only a long run's first and last rollout steps). The size
 itself comes from the run's profile (run.json through run/runrecord.size, or the profile a
-reader was given). A hostile
-run.json cannot claim more than the MOST_* sizes, nor make a reader take more than the CEILING_*
-bytes and parse cost and CEILING_EVIDENCE log items (the byte ceiling is 50 times a 2,048 x 8
-run's largest record), so memory and time stay bounded on any input. A limit that is reached anyway is told as
+reader was given). A hostile run.json cannot claim more than the MOST_* sizes, nor make a reader
+take more than the CEILING_* bytes and parse cost (the byte ceiling is 50 times a 2,048 x 8 run's
+largest record), CEILING_EVIDENCE log items and CEILING_ITEMS list entries, so memory and time
+stay bounded on any input. A limit that is reached anyway is told as
 a finding by the reader that reached it.
 """
 from __future__ import annotations
@@ -45,6 +45,8 @@ MOST_ROWS = 10_000_000
 CEILING_BYTES = 1 << 30
 CEILING_MEMORY = 2 << 30
 CEILING_EVIDENCE = 2_000_000  # about 300 MB of held evidence; a 2,048 x 8 run holds 150,000
+CEILING_ITEMS = 4_000_000  # list entries kept (file lists, record items): a few hundred MB at
+# most; a 2,048 x 8 run of 100,000 steps needs 550,000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,8 +71,8 @@ class Size:
 
     @property
     def items(self) -> int:
-        return (ITEMS_BASE + self.ranks * ITEMS_PER_RANK + self.nodes * ITEMS_PER_NODE
-                + self.steps * ITEMS_PER_STEP)
+        return min(ITEMS_BASE + self.ranks * ITEMS_PER_RANK + self.nodes * ITEMS_PER_NODE
+                   + self.steps * ITEMS_PER_STEP, CEILING_ITEMS)
 
     @property
     def evidence(self) -> int:

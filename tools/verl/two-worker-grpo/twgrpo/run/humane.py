@@ -10,7 +10,7 @@ import re
 from datetime import datetime
 from typing import Any, List, Optional, Sequence
 
-from .typed import utc_time
+from .typed import shown, utc_time
 
 
 _TERMINAL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -19,6 +19,14 @@ _TERMINAL_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 def printable(text: str) -> str:
     """A line safe for a terminal: control characters (escape sequences too) shown as U+FFFD."""
     return _TERMINAL_CONTROL.sub("\ufffd", text)
+
+
+def clipped(value: Any, most: int = 300) -> str:
+    """A value for a message: a string as it is up to ``most`` characters, then its length; any
+    other value as typed.shown gives it (a record's text is bounded by its budget, not by this)."""
+    if not isinstance(value, str):
+        return shown(value)
+    return repr(value) if len(value) <= most else f"{value[:most]!r}... ({len(value):,} characters)"
 
 
 def number(value: Any, digits: int = 4) -> str:

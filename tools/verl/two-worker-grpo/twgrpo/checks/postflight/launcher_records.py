@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import List
 
+from ...run import humane, runrecord
 from ...run.budget import of_profile
 from ...run.records import read_json
 from ...run.findings import Finding, finding, mismatch
@@ -71,4 +72,18 @@ def check_inputs_evidence(ctx) -> List[Finding]:
             found.append(mismatch("POST-E072", str(RunFolder(ctx.run_dir).inputs_json),
                                   f"evidence {key}", pin, evidence.get(key, "absent")))
     ctx.evidence["inputs_evidence_checked"] = compared
-    return found
+    return found + _storage_roots_agree(ctx, record)
+
+
+def _storage_roots_agree(ctx, record) -> List[Finding]:
+    """inputs.json and run.json name the storage root the job saw, both from its STORAGE_ROOT:
+    a resumed run's checks take that root from run.json (the folder verl must have loaded), so a
+    run.json edited to point elsewhere must also agree with the inputs phase's own record."""
+    job_root = runrecord.read_or_empty(ctx.run_dir).get("storage_root")
+    if job_root is None or record.get("storage_root") == job_root:
+        return []
+    recorded = record.get("storage_root")
+    said = "no storage root" if recorded is None else f"storage root {humane.clipped(recorded)}"
+    return [finding("POST-E073", str(RunFolder(ctx.run_dir).inputs_json), f"the inputs phase "
+                    f"recorded {said}, run.json {humane.clipped(job_root)}: one of them was edited "
+                    "or belongs to another run")]

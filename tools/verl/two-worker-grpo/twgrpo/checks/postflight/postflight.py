@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import audit, health, launcher_records, placement, readahead, startreads, stopped, validation
 from ..checkpoint import checkpoint, fanout, shards
+from ..inputs.again import check_inputs_unchanged
 from ..resume import resumed
 from ..watch import stall
 from .command_record import check_resolved_command
-from .inputs_again import check_inputs_unchanged
 from .rollouts import check_rollouts
 from ...run import budget, humane, typed
 from ...formats import lines, tfevents, trainlog

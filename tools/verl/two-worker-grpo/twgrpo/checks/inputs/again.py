@@ -16,7 +16,7 @@ from typing import List, Optional
 
 from ...run.findings import Finding, finding
 from ...run.runfolder import runs_dir
-from ..inputs import inputs, reward
+from . import inputs, reward
 
 
 def storage_root_of(folder: Path) -> Optional[Path]:
