@@ -5,14 +5,15 @@ the run folder's files.
 
 Usage: bench/scale.py SCRATCH [--only NAME ...] [--bundle DIR]
 Cases (tests/lib/synthrun.py, kept under SCRATCH between calls): 2x2, 176x8, 1024x8,
-2048x8-ib, 2048x8 (Socket), 2x2 at 100,000 steps. Each view runs in a fresh process; the floor
+2048x8-ib, 2048x8 (Socket), 2x2 at 100,000 steps with a short metrics line a step, and the same
+with verl's own line of the real GPU run (2x2-100k-verl: 64 metrics, 2 KB a step, 230 MB of log). Each view runs in a fresh process; the floor
 is a warm read of every file in the run folder (1 MiB blocks). The floor and each view run
 --repeat times (3) after a warm-up read: the median time is the figure, the range beside it (one
 run of a box shared with other work can be a third slower or faster). Every view must say
 SUCCESS, every time.
 Each view's CPU time (its process and its workers) shows when the cores, not one process,
 bound it: a view cannot end before its core-seconds divided by the cores.
-Targets: 2048x8-ib postflight <= 3x the floor and < 500 MiB; the 100,000-step run's postflight
+Targets: 2048x8-ib postflight <= 3x the floor and < 500 MiB; the 100,000-step runs' postflight
 and report <= 3x the floor each.
 """
 import argparse
@@ -28,7 +29,7 @@ REPO = HERE.parent
 VERIFIER = REPO / "tools" / "verl" / "two-worker-grpo" / "verify-two-worker-grpo-v1.py"
 CASES = {"2x2": (2, 2, 2, "socket"), "176x8": (176, 8, 2, "socket"), "1024x8": (1024, 8, 2, "socket"),
          "2048x8-ib": (2048, 8, 2, "ib"), "2048x8": (2048, 8, 2, "socket"),
-         "2x2-100k": (2, 2, 100_000, "socket")}
+         "2x2-100k": (2, 2, 100_000, "socket"), "2x2-100k-verl": (2, 2, 100_000, "socket", "verl")}
 # Runs the command in a child and reports its exit code, its peak RSS and its output's last lines.
 MEASURE = """
 import json, resource, subprocess, sys
@@ -63,14 +64,15 @@ def measure(command) -> dict:
 
 
 def synthesize(scratch: Path, name: str):
-    nodes, gpus, steps, transport = CASES[name]
+    nodes, gpus, steps, transport, metrics = (CASES[name] + ("short",))[:5]
     root = scratch / name
     done = root / "synthesized"
     if not done.exists():
         subprocess.run([sys.executable, "-c", f"""
 import sys; sys.path[:0] = {[str(REPO / 'tools/verl/two-worker-grpo'), str(REPO), str(REPO / 'tests/lib')]}
 from pathlib import Path; import synthrun
-synthrun.healthy_run(Path({str(root)!r}), {nodes}, {gpus}, {steps}, {transport!r}, probe_bytes=6000)
+synthrun.healthy_run(Path({str(root)!r}), {nodes}, {gpus}, {steps}, {transport!r}, probe_bytes=6000,
+                     metrics={metrics!r})
 """], check=True)
         done.write_text("")
     run = root / "runs" / "verl" / "two-worker-grpo" / "exp"

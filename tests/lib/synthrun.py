@@ -40,14 +40,18 @@ def training_log(hosts: Sequence[Dict[str, str]], per_node: Sequence[int], steps
                  nccl_warn: bool = False, noise: int = 20, complete_extra: str = "",
                  nan_loss: bool = False, seed: int = 0, first_step: int = 1,
                  last_step: Optional[int] = None, resume_from: Optional[str] = None,
-                 transport: str = "socket", socket_ranks: Sequence[int] = ()) -> List[str]:
+                 transport: str = "socket", socket_ranks: Sequence[int] = (),
+                 metrics: str = "short") -> List[str]:
     """The lines of training.log; per_node[i] ranks on hosts[i] (hosts[0] runs the driver).
 
     resume_from: the global_step_N folder verl loads (it prints what verl 0.6.0 prints); then
     steps first_step..last_step are trained (default 1..steps).
 
     transport="ib": each rank logs what NCCL's IB plugin prints (net_ib/init.cc) over 8 HCAs and
-    the IB network, except socket_ranks, which log NCCL's fallback (no IB device, Socket)."""
+    the IB network, except socket_ranks, which log NCCL's fallback (no IB device, Socket).
+
+    metrics="verl": each step's line is the one verl 0.6.0 printed on the real GPU run (64
+    metrics, 2 KB), not a short line of the five postflight reads."""
     rng = random.Random(seed)
     world = sum(per_node)
     task = 3773
@@ -121,13 +125,24 @@ def training_log(hosts: Sequence[Dict[str, str]], per_node: Sequence[int], steps
                              + f"INFO:2026-12-02 13:10:32,375:[Rank {rank}] Loaded {kind} from "
                              f"{resume_from}/actor/{name}_world_size_{world}_rank_{rank}.pt")
     last_step = steps if last_step is None else last_step
+    verl_line = verl_metrics_line() if metrics == "verl" else None
     for step in range(first_step, last_step + 1):
         loss = "nan" if nan_loss else f"{0.01 * step:.4f}"
-        lines.append(prefix("TaskRunner", task, None) + f"step:{step} - actor/pg_loss:{loss} - "
-                     f"actor/grad_norm:0.0 - training/global_step:{step} - critic/score/mean:0.0")
+        lines.append(prefix("TaskRunner", task, None) + (
+            verl_line.format(step=step) if verl_line else f"step:{step} - actor/pg_loss:{loss} - "
+            f"actor/grad_norm:0.0 - training/global_step:{step} - critic/score/mean:0.0"))
     lines.append(prefix("TaskRunner", task, None)
                  + f"local_global_step_folder: {run_dir}/checkpoints/global_step_{last_step}")
     return lines
+
+
+def verl_metrics_line() -> str:
+    """verl's metrics line of step 1 of the real GPU run (tests/fixtures/real-smoke-run), its
+    step counters as {step}."""
+    log = next((Path(__file__).resolve().parents[1] / "fixtures" / "real-smoke-run").glob("*/training.log"))
+    line = next(line for line in log.read_text(encoding="utf-8").splitlines() if "training/global_step:1 " in line)
+    body = line[line.index("step:1 - "):].replace("{", "{{").replace("}", "}}")
+    return body.replace("step:1 - ", "step:{step} - ", 1).replace("training/global_step:1 ", "training/global_step:{step} ")
 
 
 def torch_pickle(storages: Sequence[int]) -> bytes:
@@ -258,9 +273,11 @@ def write_run(run_dir: Path, profile, run_id: str, storage_root: str, hosts: Seq
 
 
 def healthy_run(root: Path, nodes: int, gpus: int, steps: int = 2, transport: str = "socket",
-                probe_bytes: int = 8000, noise: int = 1, run_id: str = "exp") -> Tuple[Path, Path]:
+                probe_bytes: int = 8000, noise: int = 1, run_id: str = "exp",
+                metrics: str = "short") -> Tuple[Path, Path]:
     """(run folder, profile file) of a healthy synthesized run of nodes x gpus for steps, under
-    root's runs/, with a profile named scale-<nodes>x<gpus>[-ib][-<steps>] beside them."""
+    root's runs/, with a profile named scale-<nodes>x<gpus>[-ib][-<steps>] beside them
+    (metrics: training_log's)."""
     from twgrpo.run.profile import load_profile, with_overrides
     name = f"scale-{nodes}x{gpus}{'-ib' if transport == 'ib' else ''}{f'-{steps}' if steps != 2 else ''}"
     values = {"NODES": nodes, "GPUS_PER_NODE": gpus, "TRAIN_BATCH_SIZE": nodes * gpus,
@@ -274,5 +291,5 @@ def healthy_run(root: Path, nodes: int, gpus: int, steps: int = 2, transport: st
     hosts = [{"hostname": f"node-{i:04d}", "ip": f"10.{i >> 8}.{i & 255}.1"} for i in range(nodes)]
     run = root / "runs" / "verl" / "two-worker-grpo" / run_id
     write_run(run, profile, run_id, "/mnt/verl-reproduction", hosts, noise=noise, run_json=True,
-              probe_bytes=probe_bytes, transport=transport)
+              probe_bytes=probe_bytes, transport=transport, metrics=metrics)
     return run, env

@@ -41,3 +41,15 @@ def test_strings_with_and_without_brackets_side_by_side():
     assert bounded.depth(text, most=3) == reference(text, most=3) == 4
     unterminated = b'["[""'  # the last string never ends: its bracket is counted, as before
     assert bounded.depth(unterminated, most=0) == reference(unterminated, most=0) == 1
+
+
+def test_costs_more_answers_as_cost_does_without_counting_small_texts():
+    """costs_more skips the counting passes for a text too short to cost that much (a rollout
+    file, 100,000 times a long run); it must answer as cost() > memory on any text."""
+    import random
+    rng = random.Random(5)
+    for _ in range(3000):
+        data = bytes(rng.choice(b'[{,: a"') for _ in range(rng.randrange(0, 400)))
+        for memory in (0, 3, 100, 1000, 20_000, 110_000, bounded.MEMORY):
+            assert bounded.costs_more(data, memory) == (bounded.cost(data) > memory), (data, memory)
+    assert bounded.costs_more(b"[" * 400_000, bounded.MEMORY)  # 80 MB of dicts: refused

@@ -69,6 +69,31 @@ def test_a_healthy_log_names_no_cause():
     assert causes.classify("INFO: memory is fine") is None
 
 
+def test_each_cause_pattern_is_searched_only_past_needles_every_match_holds():
+    """The needles let a 2 KB metrics line pass in a few substring searches; each alternative
+    of a pattern must hold one of them as plain text, or the needles would hide a match."""
+    import re
+    for cause, needles, pattern in causes.CAUSES:
+        for alternative in pattern.pattern.split("|"):  # plain alternations (causes.py)
+            literal = re.sub(r"\\(.)", r"\1", alternative)
+            assert any(needle in literal for needle in needles), (cause, alternative)
+    for _, lines, _, _ in REPORTED:  # and the reported lines name their cause with and without them
+        for line in lines.splitlines():
+            alone = next((c for c, _, p in causes.CAUSES if p.search(line)), None)
+            named = causes.classify(line)
+            if named is not None:
+                assert named[0] == alone, line
+
+
+def test_verls_metrics_line_naming_memory_is_no_cause():
+    """perf/max_memory_allocated_gb is on every step's line: no memory cause, and not classified
+    (the bare word "memory" once sent every step through every cause's pattern)."""
+    line = ("(TaskRunner pid=1) step:2 - perf/max_memory_allocated_gb:np.float64(0.09) - "
+            "perf/cpu_memory_used_gb:12.5 - training/global_step:2")
+    assert causes.classify(line) is None
+    assert not [word for word in causes.CAUSE_WORDS if word in line]
+
+
 def test_many_lines_of_one_cause_are_counted_not_all_shown(run, capsys):
     with open(run / "training.log", "a") as stream:
         stream.write("OSError: [Errno 24] Too many open files\n" * 12)

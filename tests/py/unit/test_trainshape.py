@@ -19,9 +19,12 @@ SHAPES = {
     "socket": HEAD + "NET/Socket : Using [0]eth0:10.0.0.7<0> [1]ib0:10.1.0.7<0>",
     "gloo": "[/pytorch/third_party/gloo/gloo/transport/tcp/context.cc:243] INFO Rank 11 is connected "
             "to 15. Expected number of connected peers is: 15",
+    "metrics": "step:3 - global_seqlen/min:835 - actor/pg_loss:np.float64(0.0) - "
+               "perf/max_memory_allocated_gb:np.float64(0.0888) - training/global_step:3 - "
+               "critic/score/mean:0.25 - timing_s/step:1.5e-05",
 }
 HOSTILE = [  # each must be left to the parser, or parsed the same way by both
-    PREFIX + SHAPES["init-start"].replace("node-7", "memory-7"),
+    PREFIX + SHAPES["init-start"].replace("node-7", "Errno-7"),
     PREFIX + SHAPES["init-start"].replace("ncclCommInitRankConfig", "ncclInvalidUsage"),
     PREFIX + SHAPES["ib-devices"] + " Error",
     PREFIX + SHAPES["ib-devices"] + " h:1:2 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1",
@@ -40,6 +43,21 @@ HOSTILE = [  # each must be left to the parser, or parsed the same way by both
     "tail text " + PREFIX + SHAPES["network"],
     PREFIX + SHAPES["ib-disable"].replace("0.", "1" * 70 + "."),
     PREFIX + SHAPES["init-start"].replace("- Init START", "- Init START - Init COMPLETE"),
+    # a metrics line naming a word the parser reacts to, or out of its shape
+    PREFIX + SHAPES["metrics"].replace("global_seqlen/min", "ckpt/global_step_2"),
+    PREFIX + SHAPES["metrics"].replace("global_seqlen/min", "x/commId"),
+    PREFIX + SHAPES["metrics"].replace("np.float64(0.0)", "Traceback"),
+    PREFIX + SHAPES["metrics"].replace("np.float64(0.0)", "OOM_Killed"),
+    PREFIX + SHAPES["metrics"].replace("np.float64(0.0)", "/dev/shm/x"),
+    PREFIX + SHAPES["metrics"].replace("actor/pg_loss", "actor/pg loss"),
+    PREFIX + SHAPES["metrics"] + " - Total training steps: 9",
+    PREFIX + SHAPES["metrics"] + " - training/global_step:" + "9" * 19,
+    PREFIX + SHAPES["metrics"] + " - training/global_step:17",
+    PREFIX + SHAPES["metrics"] + "\r",
+    PREFIX + SHAPES["metrics"].replace("0.25", "0.2\t5"),
+    PREFIX + SHAPES["metrics"].replace("0.25", "0.25 [Errno 28] No space left on device"),
+    "(TaskRunner pid=3773) " + SHAPES["metrics"],
+    SHAPES["metrics"],
 ]
 
 
@@ -108,7 +126,8 @@ def test_mutated_lines_give_what_the_parser_gives(tmp_path, monkeypatch, seed):
     the scan without shapes: a keyword broken by a colour code is missed by both alike."""
     rng = random.Random(seed)
     pieces = [" ", ":", ".", "]", "[", ")", "\x1b[0m", "\t", "\r", "é", "Error", "memory", "NCCL INFO ",
-              "0x1f", "7", "\n", "COMPLETE", "Init "]
+              "0x1f", "7", "\n", "COMPLETE", "Init ", " - ", "global_step_", "commId", "Killed",
+              "training/global_step:8", "Total training steps: 2"]
     lines = ["first"]
     for _ in range(400):
         line = PREFIX + SHAPES[rng.choice(sorted(SHAPES))]
@@ -151,3 +170,32 @@ def test_a_block_long_line_of_colour_codes_is_searched_in_small_memory():
     finally:
         tracemalloc.stop()
     assert peak < 16 << 20, peak
+
+
+def test_every_word_the_parser_looks_for_is_one_the_metrics_shape_knows():
+    """A metrics line is taken whole only when it holds none of the parser's words (but its
+    step counter): a word _parse_line looks for that LINE_WORDS and ALARM_WORDS lack would let
+    the shape take a line the parser reads differently."""
+    import inspect
+    import re
+    source = inspect.getsource(trainlines._parse_line)
+    looked_for = set(re.findall(r'"([^"]+)" in body', source))
+    assert looked_for and looked_for <= set(trainlines.LINE_WORDS) | set(trainlines.ALARM_WORDS), looked_for
+    assert "VALIDATED in body" in source and trainlines.VALIDATED in trainlines.LINE_WORDS
+    assert not re.search(r"\w+\.search\(body\)", source.replace("pattern.search(body)", "")
+                         .replace("NCCL_INIT.search(body)", "").replace("CHECKPOINT_LOAD.search(body)", "")
+                         .replace("SHARD_LOAD.search(body)", "")), "a search no word guards"
+
+
+def test_verls_own_metrics_line_is_taken_and_gives_what_the_parser_gives(tmp_path):
+    """The line verl 0.6.0 printed each step of the real GPU run (2 KB, 64 metrics, "memory" in
+    three names): taken by its shape, so a 100,000-step log is read at the shape's speed."""
+    from pathlib import Path
+    log = next((Path(__file__).resolve().parents[2] / "fixtures" / "real-smoke-run").glob("*/training.log"))
+    real = [line for line in log.read_text(encoding="utf-8").splitlines() if "training/global_step:" in line]
+    assert real and len(real[0]) > 2000 and "memory" in real[0]
+    lines = ["first"] + real
+    block = ("\n".join(lines) + "\n").encode()
+    assert len(trainshape.Shapes().find(block, len(block), trainlog.MAX_LINE)) == len(real)
+    scan = scan_lines(tmp_path, lines)
+    assert scan == line_by_line(lines) and scan.metric_steps == set(range(1, len(real) + 1))

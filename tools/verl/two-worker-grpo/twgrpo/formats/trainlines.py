@@ -82,7 +82,11 @@ FATAL = [  # the tutorial's list of markers that a healthy run never prints
 FATAL_WORDS = ("Traceback", "Error", "out of memory", "NCCL WARN", "NCCL ERROR", "ncclInvalid",
                "ProcessGroupNCCL", "Segmentation fault", "Killed")  # each marker holds one
 # _fatal_marker and classify each answer None for a line without one of their words.
+# The other words _parse_line looks for (a metrics line trainshape.py takes holds only the 7th).
+LINE_WORDS = ("commId", "NCCL INFO", "onnected to", VALIDATED, "Total training steps",
+              "global_step_", "training/global_step:", "Load from checkpoint folder", "] Loaded ")
 ALARM_WORDS = tuple(dict.fromkeys(FATAL_WORDS + CAUSE_WORDS))
+FATAL_SET = frozenset(FATAL_WORDS)
 # Every line any parser above can match holds one of these keywords. Each keyword is found
 # through its anchor byte, one rare in NCCL INFO noise; keywords share anchors so that a
 # block is searched once per anchor. "commId" has no rare byte and gets a substring search.
@@ -269,8 +273,9 @@ class LogScan:
         merge_evidence(self, other)
 
 
-def _fatal_marker(body: str) -> Optional[str]:
-    if not any(word in body for word in FATAL_WORDS):
+def _fatal_marker(body: str, alarms: Optional[Iterable[str]] = None) -> Optional[str]:
+    """The fatal marker body holds, if any; alarms: the ALARM_WORDS it holds, found already."""
+    if not (FATAL_SET.intersection(alarms) if alarms is not None else any(map(body.__contains__, FATAL_WORDS))):
         return None
     for name, pattern in FATAL:
         if pattern is None:  # two searches, not `ProcessGroupNCCL.*(...)`: linear on any line
@@ -287,11 +292,12 @@ def _parse_line(scan: LogScan, number: int, raw: str) -> None:
     prefix = RAY_PREFIX.match(text) if text.startswith("(") else None
     prefix_pid = int(prefix.group("pid")) if prefix else None
     body = text[prefix.end():] if prefix else text
-    if any(map(body.__contains__, ALARM_WORDS)):  # a healthy line holds none: one pass, in C
-        name = _fatal_marker(body)
+    alarms = list(filter(body.__contains__, ALARM_WORDS))  # a healthy line holds none: in C
+    if alarms:  # each word looked for once, not again by _fatal_marker and classify
+        name = _fatal_marker(body, alarms)
         if name:
             scan.add_fatal(number, name, text)
-        cause = classify(body)
+        cause = classify(body, alarms)
         if cause:
             scan.add_cause(number, cause[0], cause[1], text)
     if "commId" in body:

@@ -53,7 +53,7 @@ def shaped_rows(data: bytes, step: int) -> Optional[Tuple[int, List[float]]]:
         return None
     if len(data.translate(None, _CONTROL)) != len(data):
         return None
-    if bounded.cost(data) > bounded.MEMORY:  # the JSON reader refuses a row that costs this much
+    if bounded.costs_more(data, bounded.MEMORY):  # the JSON reader refuses a row that costs this much
         return None
     if _PAIRED.search(data):  # pair the escapes left to right, as a JSON reader does
         data = data.replace(b"\\\\", _ESCAPED).replace(b'\\"', _ESCAPED)

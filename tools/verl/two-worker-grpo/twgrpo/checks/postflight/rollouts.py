@@ -88,7 +88,7 @@ def _fast_piece(data: bytes, step: int) -> Optional[Tuple[int, List[float]]]:
     shaped = rollout_shape.shaped_rows(data, step)
     if shaped is not None:
         return shaped
-    if bounded.cost(data) > bounded.MEMORY or not 0 <= bounded.depth(data) <= bounded.MAX_DEPTH:
+    if bounded.costs_more(data, bounded.MEMORY) or not 0 <= bounded.depth(data) <= bounded.MAX_DEPTH:
         return None
     low = high = None
     rows = 0
