@@ -67,7 +67,7 @@ def test_postflight_needs_the_launchers_line_that_training_ended_0(tmp_path, cap
 
 @pytest.mark.parametrize("key,value", [
     ("verl_commit", "f" * 40), ("verl_sums_sha256", "e" * 64), ("model_sums_sha256", "d" * 64),
-    ("data_sums_sha256", None)])
+    ("data_sums_sha256", None), ("verl_commit", "f" * (1 << 20)), ("model_sums_sha256", {"a": ["b"] * 9999})])
 def test_an_inputs_record_edited_against_the_pins_fails_postflight(tmp_path, capsys, key, value):
     run = make(tmp_path)
     record = json.loads((run / "inputs.json").read_text())
@@ -79,6 +79,8 @@ def test_an_inputs_record_edited_against_the_pins_fails_postflight(tmp_path, cap
     code, ids = postflight_ids(run, capsys)
     assert code == 1 and ids == {"POST-E072"}
     assert not (run / "SUCCESS").exists()
+    said = [f for c in json.loads((run / "verification.json").read_text())["checks"] for f in c["findings"]]
+    assert len(json.dumps(said)) < 4000  # a megabyte in the record is not copied into its finding
 
 
 def test_a_hand_written_success_is_unproven_in_runs_and_report(tmp_path, capsys):

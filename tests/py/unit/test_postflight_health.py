@@ -85,6 +85,16 @@ def test_each_cause_pattern_is_searched_only_past_needles_every_match_holds():
                 assert named[0] == alone, line
 
 
+@pytest.mark.parametrize("line,cause", [
+    ("Killed worker 1234: OOM killer, node memory at 97%", "host-oom"),
+    ("Traceback: oom-kill event in memory cgroup /kubepods", "host-oom"),
+    ("Segmentation fault while reading /dev/shm/torch_1 (shared memory)", "shm"),
+])
+def test_memory_causes_named_without_an_error_word_keep_their_cause(line, cause):
+    """The memory causes' own phrases gate them (the bare word "memory" no longer does)."""
+    assert causes.classify(line)[0] == cause
+
+
 def test_verls_metrics_line_naming_memory_is_no_cause():
     """perf/max_memory_allocated_gb is on every step's line: no memory cause, and not classified
     (the bare word "memory" once sent every step through every cause's pattern)."""

@@ -200,7 +200,7 @@ def test_a_storage_root_longer_than_any_path_is_refused_in_bounded_words(resumed
         (run / name).write_text(json.dumps(record))
     code, verdict = postflight(run, env)
     assert code == 1
-    assert any(f"at most {runrecord.PATH_MAX:,} characters" in m for m in findings(verdict, "POST-E060"))
+    assert any(f"at most {runrecord.PATH_MAX:,} bytes" in m for m in findings(verdict, "POST-E060"))
     assert not findings(verdict, "POST-E073")  # the two records agree: the length is the fault
     messages = [f["message"] for c in verdict["checks"] for f in c["findings"]]
     assert messages and max(map(len, messages)) < 2000

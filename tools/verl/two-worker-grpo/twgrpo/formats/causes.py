@@ -35,8 +35,7 @@ CAUSES = [
 # phrases, not by the word "memory" alone: verl's metrics line names it on every step
 # (perf/max_memory_allocated_gb), and was classified, 2 KB of needles a step, for nothing.
 CAUSE_WORDS = ("Error", "NCCL WARN", "ProcessGroupNCCL", "Errno", "EADDRINUSE", "running low on memory",
-               "memory usage threshold", "Out of memory: Kill", "shared memory segment",
-               "unable to allocate shared memory")
+               "memory usage threshold", "Out of memory: Kill", "OOM killer", "oom-kill", "shared memory")
 CAUSE_SET = frozenset(CAUSE_WORDS)
 OOM_DETAIL = re.compile(r"Memory on the node \(IP: (?P<ip>[0-9a-fA-F.:]{1,64}), ID: [0-9a-f]{1,64}\)"
                         r".{0,300}? was (?P<used>[\d.]{1,12}GB) / (?P<total>[\d.]{1,12}GB) "

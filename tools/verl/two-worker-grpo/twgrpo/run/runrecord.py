@@ -32,7 +32,7 @@ PROFILE_HEAD = 256 << 10  # the head searched: the keys before "profile" and the
 # The writer (indent 2, sorted keys) puts the profile object on lines of its own; indent 2
 # makes its end exact: a nested object's brace is indented further, a string holds no newline.
 PROFILE_OPENS, PROFILE_CLOSES = b'\n  "profile": {\n', b"\n  }"
-PATH_MAX = 4096  # Linux's: a longer storage root names no folder a job could have used
+PATH_MAX = 4096  # Linux's, in bytes: a longer storage root names no folder a job could have used
 PROFILE = {"name": str, "sha256": str, "values": typed.Need(typed.Map(str))}
 Folder = Union[str, Path, RunFolder]
 
@@ -210,9 +210,10 @@ def size(run_dir: Folder) -> budget.Size:
 
 
 def storage_root(run_dir: Folder) -> Optional[str]:
-    """The storage root the job saw (an absolute path of at most PATH_MAX characters), or None."""
+    """The storage root the job saw (an absolute path of at most PATH_MAX bytes), or None."""
     root = read_or_empty(run_dir).get("storage_root")
-    return root if isinstance(root, str) and root.startswith("/") and len(root) <= PATH_MAX else None
+    return root if isinstance(root, str) and root.startswith("/") and \
+        len(root.encode("utf-8", "surrogatepass")) <= PATH_MAX else None
 
 
 def glance_fields(run_dir: Folder, names: Sequence[str], specs: Dict[str, Any]) -> Dict[str, Any]:

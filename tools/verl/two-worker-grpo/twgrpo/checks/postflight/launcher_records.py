@@ -68,9 +68,11 @@ def check_inputs_evidence(ctx) -> List[Finding]:
         if not pin:  # a run recorded before this pin existed
             continue
         compared.append(key)
-        if evidence.get(key) != pin:
-            found.append(mismatch("POST-E072", str(RunFolder(ctx.run_dir).inputs_json),
-                                  f"evidence {key}", pin, evidence.get(key, "absent")))
+        actual = evidence.get(key, "absent")
+        if actual != pin:  # shown whole up to 300 characters: an edited record may hold megabytes
+            found.append(mismatch("POST-E072", str(RunFolder(ctx.run_dir).inputs_json), f"evidence {key}",
+                                  pin, actual if isinstance(actual, str) and len(actual) <= 300
+                                  else humane.clipped(actual)))
     ctx.evidence["inputs_evidence_checked"] = compared
     return found + _storage_roots_agree(ctx, record)
 

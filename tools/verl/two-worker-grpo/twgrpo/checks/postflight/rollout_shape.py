@@ -32,9 +32,12 @@ _OTHER = rb'"(?!(?:input|output|score|step)")[^"\\\n\x01]*+": (?:' + _TEXT + rb'
     rb'|true|false|null)'
 _ROW = rb'\{"input": "[^"\n]++", "output": ' + _TEXT + rb', (?:' + _OTHER + rb', )*+"score": ' + \
     _NUMBER + rb', "step": (?:0|[1-9]\d{0,18}+)(?:, ' + _OTHER + rb')*+\}'
-_FILE = re.compile(rb'(?:' + _ROW + rb'\n)*+(?:' + _ROW + rb')?+')
-# One a row: a key named score or step carries no escape, so no string holds this text.
-_SCORE_STEP = re.compile(rb'"score": ([^,]*+), "step": ([^,}]*+)')
+try:  # possessive quantifiers (Python 3.11's re): linear on any file
+    _FILE: Optional["re.Pattern[bytes]"] = re.compile(rb'(?:' + _ROW + rb'\n)*+(?:' + _ROW + rb')?+')
+    # One a row: a key named score or step carries no escape, so no string holds this text.
+    _SCORE_STEP = re.compile(rb'"score": ([^,]*+), "step": ([^,}]*+)')
+except re.error:  # Python 3.8-3.10: every file takes the JSON reader's way (slower, the same answer)
+    _FILE = None
 _PAIRED = re.compile(rb'\\[\\"]')  # an escaped backslash or quote: one scan, not two
 # What an escaped backslash or quote becomes before the shape is matched: a control character,
 # so a file holding one was refused already, and only a string value may hold it (outside one,
@@ -46,7 +49,9 @@ _CONTROL = bytes(c for c in range(32) if c != 10)
 
 def shaped_rows(data: bytes, step: int) -> Optional[Tuple[int, List[float]]]:
     """(rows, [min, max] score, or [] for no row) of a rollout file's bytes in the shape above;
-    None for anything else."""
+    None for anything else (and always where re has no possessive quantifiers)."""
+    if _FILE is None:
+        return None
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:

@@ -74,7 +74,7 @@ def check_resumed_run(ctx) -> List[Finding]:
     if copied and not root_seen:  # a copy's path is only known from it; an ending is a look-alike's
         return [finding("POST-E060", str(RunFolder(ctx.run_dir).run_json), "the resume record "
                         "has a snapshot but run.json names no storage root (an absolute path of at "
-                        f"most {runrecord.PATH_MAX:,} characters): "
+                        f"most {runrecord.PATH_MAX:,} bytes): "
                         "the folder verl loaded cannot be told from a look-alike")]
     want = Wanted(want) if not root_seen else Wanted(str(  # the folder itself, not a look-alike
         command.resume_snapshot_dir(Path(root_seen), ctx.run_id, earlier, step) if copied
