@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=0628e97e33bdfbbcd8bd18637a125c607508eabe16b69eb3057c5bf6350b6c57
+readonly BUNDLE_SUMS_SHA256=83cc14290c1a2235f28ed9084d742bf3f7edac8b600069a6b9ac795dd1b8af84
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

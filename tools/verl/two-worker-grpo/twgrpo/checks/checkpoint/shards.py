@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
 from ...formats import torchzip
+from ...run import pools
 from .progress import Progress
 
 Problem = Optional[Tuple[str, str]]  # None, or (missing | damaged | layout, what is wrong)
@@ -229,7 +230,7 @@ class Parallel:
             for batch in _batches(order[len(split):], sizes):
                 self.pending[self.pool.submit(_batch, [str(p) for p in batch])] = ("batch", batch)
         except BaseException:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            pools.stop(self.pool, list(self.pending), wait=False)
             raise
 
     def collect(self) -> Dict[Any, Tuple[Problem, int]]:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from concurrent.futures import CancelledError
 from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 from ..checkpoint import ahead
+from ...run import pools
 
 OWN_WORKERS_STEPS = 1024  # a run of at least this many steps starts workers of its own
 OWN_WORKERS_BYTES = 8 << 20  # ... and so do event files (or a preflight.json) of this many bytes
@@ -77,20 +78,23 @@ class Workers:
 
     def __init__(self, count: int) -> None:
         self.pool: Optional[ProcessPoolExecutor] = ProcessPoolExecutor(max_workers=count)
+        self.handed: List[Any] = []  # the futures handed out (pools.stop cancels them on 3.8)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
         """A Future, or None when the workers are closed or lost (the task then runs here)."""
         if self.pool is None:
             return None
         try:
-            return self.pool.submit(fn, *args)
+            future = self.pool.submit(fn, *args)
         except RuntimeError:  # BrokenProcessPool (a worker died), or a pool shut down
             return None
+        self.handed.append(future)
+        return future
 
     def close(self) -> None:
         """Stop the workers: what they have not begun is dropped (Task then runs it here)."""
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            pools.stop(self.pool, self.handed)
             self.pool = None
 
 
