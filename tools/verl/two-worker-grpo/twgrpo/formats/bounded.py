@@ -186,6 +186,9 @@ def depth(data: bytes, most: int = MAX_DEPTH) -> int:
     return most + 1 if brackets else most
 
 
+TEXT_COST, CONTAINER_COST, VALUE_COST = 3, 200, 56  # cost()'s bytes per byte, bracket, value
+
+
 def cost(data: bytes) -> int:
     """An estimate of the memory json.loads needs for data, from its bytes alone: the text three
     times over (bytes, str, the strings parsed), a small dict for every bracket, and a value for
@@ -193,13 +196,13 @@ def cost(data: bytes) -> int:
     `[{},{},...]` costs some 250 MiB to parse, one of long strings 12 MiB."""
     containers = data.count(b"[") + data.count(b"{")
     values = data.count(b",") + data.count(b":") + 1
-    return 3 * len(data) + 200 * containers + 56 * values
+    return TEXT_COST * len(data) + CONTAINER_COST * containers + VALUE_COST * values
 
 
 def costs_more(data: bytes, memory: int) -> bool:
     """cost(data) > memory, without counting where no text of data's length could cost that
-    much (each byte costs at most 3 + 200 + 56): a small rollout file, 100,000 times."""
-    return (len(data) + 1) * (3 + 200 + 56) > memory and cost(data) > memory
+    much (a byte is at most text, a bracket and a value): a small rollout file, 100,000 times."""
+    return (len(data) + 1) * (TEXT_COST + CONTAINER_COST + VALUE_COST) > memory and cost(data) > memory
 
 
 def parse_int(text: str) -> int:

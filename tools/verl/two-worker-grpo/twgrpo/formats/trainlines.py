@@ -273,9 +273,9 @@ class LogScan:
         merge_evidence(self, other)
 
 
-def _fatal_marker(body: str, alarms: Optional[Iterable[str]] = None) -> Optional[str]:
+def _fatal_marker(body: str, alarms: Iterable[str]) -> Optional[str]:
     """The fatal marker body holds, if any; alarms: the ALARM_WORDS it holds, found already."""
-    if not (FATAL_SET.intersection(alarms) if alarms is not None else any(map(body.__contains__, FATAL_WORDS))):
+    if FATAL_SET.isdisjoint(alarms):
         return None
     for name, pattern in FATAL:
         if pattern is None:  # two searches, not `ProcessGroupNCCL.*(...)`: linear on any line

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Tuple
 
-from .trainlines import ALARM_WORDS, IB_DEV, LINE_WORDS, SOCKET_IF, InitEvent, LogScan
+from .trainlines import ALARM_WORDS, IB_DEV, LINE_WORDS, METRIC_STEP, SOCKET_IF, InitEvent, LogScan
 
 _PRINTABLE = rb"[!-9;-~]"  # printable ASCII but the colon: a host, as NCCL's head writes it
 # A shaped line: the newline before it, colour codes, Ray's actor prefix, then one of the
@@ -55,7 +55,7 @@ _ALARMS = tuple(word.encode() for word in ALARM_WORDS) + (b"NCCL INFO",)
 # step counter: an alarm word, or any other keyword it looks for. A word with a space between
 # two characters that are not '-' cannot be in it (its only spaces are those of " - "), so only
 # the others are looked for, each a search in C: a 2 KB line, every step of a long run.
-_METRIC_STEP = re.compile(rb"training/global_step:(\d{1,18})(?!\d)")  # trainlines.METRIC_STEP
+_METRIC_STEP = re.compile(METRIC_STEP.pattern.encode("ascii"))  # the parser's, on bytes
 
 
 def _can_be_in_metrics(word: str) -> bool:
@@ -138,7 +138,7 @@ class Shapes:
         kind, f = shaped
         if kind == METRICS + 1:
             for m in _METRIC_STEP.finditer(f[METRICS]):
-                scan.add_step(scan.metric_steps, int(m[1]))
+                scan.add_step(scan.metric_steps, int(m["step"]))
             return
         if kind == EXPECTED + 1:
             scan.add_gloo((int(f[PPID]), int(f[GRANK])), (int(f[PEERS]), int(f[EXPECTED])))
