@@ -1,7 +1,7 @@
 """The verifier runs on Python 3.8 and newer (verify-two-worker-grpo-v1.py says so, and a cluster's
 image may have 3.10): every module must import where re has no possessive quantifiers or atomic
 groups (3.11's). Checked here on any Python that has them, by refusing them at compile time as
-an older re would; a module that uses them must fall back (rollout_shape.py reads every file
+an older re would; a module that uses them must fall back (rolloutshape.py reads every file
 with the JSON reader then). A 3.11-only pattern once made postflight crash on import on 3.10."""
 import subprocess
 import sys
@@ -36,8 +36,8 @@ for module in pkgutil.walk_packages(twgrpo.__path__, "twgrpo."):
         importlib.import_module(module.name)
     except Exception as exc:
         failed.append(f"{module.name}: {exc!r}")
-from twgrpo.checks.postflight import rollout_shape
-print("FAILED" if failed else "OK", rollout_shape._FILE is None, *failed, sep="\n")
+from twgrpo.formats import rolloutshape
+print("FAILED" if failed else "OK", rolloutshape._FILE is None, *failed, sep="\n")
 '''
 
 
@@ -46,11 +46,11 @@ def test_every_module_imports_where_re_lacks_possessive_quantifiers():
     out = subprocess.run([sys.executable, "-I", "-B", "-c", AS_OLD_RE, str(BUNDLE)], capture_output=True,
                          text=True, check=True).stdout.splitlines()
     assert out[0] == "OK", out
-    assert out[1] == "True"  # the check bit: rollout_shape's possessive patterns were refused
+    assert out[1] == "True"  # the check bit: rolloutshape's possessive patterns were refused
 
 
 def test_the_metrics_shape_and_the_rollout_shape_agree_on_this_python():
-    from twgrpo.checks.postflight import rollout_shape
+    from twgrpo.formats import rolloutshape
     from twgrpo.formats import trainshape
     assert trainshape.SHAPED.pattern  # compiled here whatever the version
-    assert (rollout_shape._FILE is None) == (sys.version_info < (3, 11))
+    assert (rolloutshape._FILE is None) == (sys.version_info < (3, 11))

@@ -1,10 +1,11 @@
 """A rollout file is read in pieces of whole lines (rollouts._fast_rows; in verl's layout judged by
-its shape, rollout_shape.py) and gets the verdict the line-by-line reader gives it, row for row, on
+its shape, formats/rolloutshape.py) and gets the verdict the line-by-line reader gives it, row for row, on
 good and on hostile files, in one piece or many."""
 import json
 
 import pytest
-from twgrpo.checks.postflight import rollout_shape, rollouts
+from twgrpo.checks.postflight import rollouts
+from twgrpo.formats import rolloutshape
 
 
 def row(step=3, score=0.5, **extra):
@@ -24,7 +25,7 @@ CASES = {
     "a score of 1e400": row().replace("0.5", "1e400") + "\n",
     "nested 40 deep": row(deep=json.loads("[" * 40 + "]" * 40)) + "\n",
     "not UTF-8": None,
-    # The layout verl writes, judged by its shape (rollout_shape.py), and its near misses.
+    # The layout verl writes, judged by its shape (formats/rolloutshape.py), and its near misses.
     "escaped quotes and backslashes": "\n".join(row(gts='say \\"#### 5\\" \\\\', note="\\u00e9\\n")
                                               for _ in range(3)) + "\n",
     "a bad escape": row().replace('"q"', '"q\\x"') + "\n",
@@ -65,7 +66,7 @@ def test_the_fast_reader_agrees_with_the_line_reader(tmp_path, monkeypatch, name
     else:
         path.write_text(CASES[name], encoding="utf-8")
     fast = rollouts._rollout_file(path, 3)
-    shaped = rollout_shape.shaped_rows(path.read_bytes(), 3)
+    shaped = rolloutshape.shaped_rows(path.read_bytes(), 3)
     took_fast = rollouts._fast_rows(path, 3) is not None
     monkeypatch.setattr(rollouts, "_fast_rows", lambda *a: None)  # the line-by-line reader alone
     slow = rollouts._rollout_file(path, 3)
@@ -75,7 +76,7 @@ def test_the_fast_reader_agrees_with_the_line_reader(tmp_path, monkeypatch, name
         assert fast[0] == 8 and fast[3] == [0.5, 0.5] and took_fast
     if name == "nested 40 deep" and piece == 97:
         assert not took_fast  # its one row is longer than a piece
-    assert (shaped is not None) == (name in SHAPED and rollout_shape._FILE is not None)
+    assert (shaped is not None) == (name in SHAPED and rolloutshape._FILE is not None)
     if shaped is not None:
         assert shaped == (fast[0], fast[3])
     if name.startswith("the integer score -0") or name.startswith("-0.0"):
@@ -102,7 +103,7 @@ def mutated(rng, text):
     return text
 
 
-@pytest.mark.skipif(rollout_shape._FILE is None, reason="Python before 3.11: no shape, the JSON reader reads all")
+@pytest.mark.skipif(rolloutshape._FILE is None, reason="Python before 3.11: no shape, the JSON reader reads all")
 @pytest.mark.parametrize("seed", range(6))
 def test_what_the_shape_takes_the_json_reader_passes_with_the_same_rows_and_scores(tmp_path, seed,
                                                                                 monkeypatch):
@@ -117,7 +118,7 @@ def test_what_the_shape_takes_the_json_reader_passes_with_the_same_rows_and_scor
         good = "".join(row(score=rng.choice([0.5, -0.0, 0, 1e-5, 12]), note="x") + "\n"
                        for _ in range(rng.randrange(1, 4)))
         data = mutated(rng, good).encode("utf-8")
-        shaped = rollout_shape.shaped_rows(data, 3)
+        shaped = rolloutshape.shaped_rows(data, 3)
         if shaped is None:
             continue
         taken += 1
@@ -126,3 +127,68 @@ def test_what_the_shape_takes_the_json_reader_passes_with_the_same_rows_and_scor
         assert (shaped, slow[1].count) == ((slow[0], slow[3]), 0), data
         assert [str(v) for v in shaped[1]] == [str(v) for v in slow[3]], data  # -0.0 stays -0.0
     assert taken > 25  # the mutations leave many files in the shape: the comparison is exercised
+
+
+@pytest.mark.skipif(rolloutshape._FILE is None, reason="Python before 3.11: no shape, the JSON reader reads all")
+@pytest.mark.parametrize("seed", range(4))
+def test_files_matched_together_get_what_each_gets_alone(seed):
+    """rolloutshape.shaped_files joins small files for one match: on groups of good, mutated
+    and hostile files (with steps of their own) each file's answer is shaped_rows's alone."""
+    import random
+    rng = random.Random(seed)
+    hostile = [text.encode("utf-8") for text in CASES.values() if text is not None] + [b"\xff\n", b"\\", b'"\n']
+    joined = 0
+    for _ in range(300):
+        files, steps = [], []
+        for _ in range(rng.randrange(1, 9)):
+            step = rng.choice([3, 4, 33])
+            good = "".join(row(step=step, score=rng.choice([0.5, -0.0, 0, 12])) + "\n" for _ in range(rng.randrange(0, 3)))
+            pick = rng.randrange(10)
+            data = (good.encode() if pick < 6 else mutated(rng, good).encode("utf-8") if pick < 9
+                    else rng.choice(hostile))
+            files.append(data)
+            steps.append(step)
+        alone = [rolloutshape.shaped_rows(data, step) for data, step in zip(files, steps)]
+        assert rolloutshape.shaped_files(files, steps) == alone, (files, steps)
+        together = rolloutshape._in_shape(b"".join(files))
+        joined += together is not None and all(f.endswith(b"\n") or not f for f in files) and len(files) > 1
+    assert joined > 30  # many groups were matched joined: the comparison is exercised
+
+
+def test_a_group_of_good_files_is_matched_once(monkeypatch):
+    """The joined match answers for every file: no file is matched alone."""
+    files = [("\n".join(row(step=step) for _ in range(4)) + "\n").encode() for step in range(10, 20)]
+    monkeypatch.setattr(rolloutshape, "shaped_rows", lambda *a: pytest.fail("a file matched alone"))
+    tallies = rolloutshape.shaped_files(files, list(range(10, 20)))
+    assert tallies == ([(4, [0.5, 0.5])] * 10 if rolloutshape._FILE is not None else [None] * 10)
+
+
+def test_steps_judged_in_groups_give_what_each_file_gives(tmp_path, monkeypatch):
+    """_judge_steps reads small files in groups (_small_files); missing, unreadable, large,
+    growing-free hostile and wrong-step files among them get the findings the one-file reader
+    gives, at every position of a group."""
+    monkeypatch.setattr(rollouts, "BATCH_STEPS", 5)
+    monkeypatch.setattr(rollouts, "SMALL_FILE", 4096)
+    texts = [t for t in CASES.values() if t is not None]
+    for step in range(1, 41):
+        path = tmp_path / f"{step}.jsonl"
+        kind = step % 7
+        if kind == 0:
+            continue  # missing
+        if kind == 1:
+            path.mkdir()  # not a file
+        elif kind == 2:
+            path.write_text("\n".join(row(step=step) for _ in range(80)) + "\n")  # past SMALL_FILE
+        elif kind == 3:
+            path.write_text(texts[step % len(texts)].replace('"step": 3', f'"step": {step}'))
+        else:
+            path.write_text("\n".join(row(step=step) for _ in range(4)) + "\n")
+    folder = str(tmp_path) + "/"
+    grouped = rollouts._judge_steps(folder, 1, 40, 4, (3, 38))
+    taken = rollouts._small_files(folder, range(1, 41))
+    monkeypatch.setattr(rollouts, "_small_files", lambda folder, steps: {})
+    alone = rollouts._judge_steps(folder, 1, 40, 4, (3, 38))
+    assert grouped == alone
+    if rolloutshape._FILE is not None:  # the groups took the small good files, and only good ones
+        assert {s for s in range(1, 41) if s % 7 > 3} <= taken.keys() <= {s for s in range(1, 41) if s % 7 > 2}
+    assert grouped[2]["steps"] == 40 - 5 - 6 and any(f.id == "POST-E019" for f in grouped[0])

@@ -58,6 +58,18 @@ HOSTILE = [  # each must be left to the parser, or parsed the same way by both
     PREFIX + SHAPES["metrics"].replace("0.25", "0.25 [Errno 28] No space left on device"),
     "(TaskRunner pid=3773) " + SHAPES["metrics"],
     SHAPES["metrics"],
+    # spaces other than " - ", and heads the metrics line's pattern must not take
+    PREFIX + SHAPES["metrics"].replace(" - actor", " - - actor"),
+    PREFIX + SHAPES["metrics"].replace(" - actor", " -  actor"),
+    PREFIX + SHAPES["metrics"].replace(" - actor", "  - actor"),
+    PREFIX + SHAPES["metrics"] + " - ",
+    PREFIX + SHAPES["metrics"].replace("step:3", "step:" + "3" * 19),
+    PREFIX + SHAPES["metrics"].replace("step:3 - ", "step:3 -"),
+    PREFIX + "step:3",
+    PREFIX + "step:3 - training/global_step:3 out of memory - x:1",
+    PREFIX + SHAPES["metrics"].replace("global_seqlen", "Global_seqLen"),
+    PREFIX + SHAPES["metrics"].replace("timing_s/step", "timing_s/Kill\x7fed"),
+    PREFIX + SHAPES["metrics"].replace("global_step:3", "global_step:3\x1b[0m5"),  # the parser strips it
 ]
 
 

@@ -6,8 +6,10 @@ NET/Socket devices, and Gloo's count of connected peers, each behind Ray's actor
 each one whole (trainlines._parse_line) costs about ten microseconds; here one pattern finds
 them where they lie in the block, in C, and each match gives its fields directly. The keyword
 search then reads only the rest of the block. A long run's log is verl's metrics line, one a
-step ("step:N - name:value - ...", 2 KB of 64 metrics): taken the same way, it gives its step
-counter (training/global_step:N), 100,000 steps in about two core-seconds, not twenty.
+step ("step:N - name:value - ...", 2 KB of 64 metrics): its head is found the same way and
+the rest judged by passes in C (metrics_taken); it gives its step counter
+(training/global_step:N), 100,000 steps (229 MB) in 1.4 core-seconds, not the 22 of the
+whole-line parser.
 
 A shaped line gives exactly the evidence _parse_line gives for it
 (tests/py/unit/test_trainshape.py compares the two on every shape and on hostile fields). Lines
@@ -18,7 +20,7 @@ to _parse_line, so the shapes decide only speed, never a verdict.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from .trainlines import ALARM_WORDS, IB_DEV, LINE_WORDS, METRIC_STEP, SOCKET_IF, InitEvent, LogScan
 
@@ -29,7 +31,7 @@ _PRINTABLE = rb"[!-9;-~]"  # printable ASCII but the colon: a host, as NCCL's he
 # the last group that took part, names the kind): see the indices below.
 SHAPED = re.compile(
     rb"\n(?:\x1b\[[0-9;]{0,32}[A-Za-z]){0,8}"  # a bounded repeat: no backtracking stack per code
-    rb"\((?:[A-Za-z_][\w.]{0,200} )?pid=(\d{1,10})(?:, ip=[!-(*-~]{1,255})?\)(?:\x1b\[0m)? ?(?:"
+    rb"\((?:[A-Za-z_][\w.]{0,200} )?pid=(\d{1,10})(?:, ip=[!-(*-~]{1,255})?\)(?:\x1b\[0m)? ?(?:(?:"
     rb"(" + _PRINTABLE + rb"{1,255}):(\d{1,10}):\d{1,10} \[\d{1,4}\] NCCL INFO (?:"
     rb"(\w{1,64}) comm 0x[0-9a-fA-F]{1,16} rank (\d{1,9}) n[Rr]anks (\d{1,9}) "
     rb"cudaDev (\d{1,4}) nvmlDev (\d{1,4}) busId ([0-9a-fA-F]{1,16}) "
@@ -39,13 +41,14 @@ SHAPED = re.compile(
     rb"|NET/IB : Using ([ -~]{0,4096})"
     rb"|NET/Socket : Using ([ -~]{0,4096}))"
     rb"|\[([!-\\^-~]{1,512})\] INFO Rank (\d{1,9}) is connected to (\d{1,9})\. "
-    rb"Expected number of connected peers is: (\d{1,9})"
-    # verl's metrics line, a step: "step:N - name:value - ...", no space but in the " - "
-    rb"|(step:\d{1,18}(?: - [!-~]{1,1024}){0,4096}))(?=\n)")  # bounded: linear, Python 3.8's re
+    rb"Expected number of connected peers is: (\d{1,9}))(?=\n)"
+    # verl's metrics line, a step: "step:N - name:value - ...". Only its head is matched: the
+    # rest (2 KB, 64 metrics) is judged in C by metrics_taken, five times faster than a repeat.
+    rb"|(step:\d{1,18})(?= - |\n))")
 PPID, HOST, PID, FN, RANK, NRANKS, CUDA, NVML, BUS, COMMID, PHASE, IB, NET, IBDEVS, IFS, GPATH, GRANK, \
     PEERS, EXPECTED, METRICS = range(20)  # in m.groups()
 # The kind of line (m.lastindex, counted from 1) -> the group of its free text, checked for
-# alarms (a metrics line's text is checked for more: _metrics_clean)
+# alarms (a metrics line's text is checked for more: metrics_taken)
 FREE = {PHASE + 1: FN, IB + 1: IB, NET + 1: NET, IBDEVS + 1: IBDEVS, IFS + 1: IFS, EXPECTED + 1: GPATH}
 # A field holding one of these is left to _parse_line: an alarm word makes it judge the line
 # for fatal markers and causes, and a second NCCL head inside a NET line's device list would
@@ -54,8 +57,10 @@ _ALARMS = tuple(word.encode() for word in ALARM_WORDS) + (b"NCCL INFO",)
 # A metrics line is taken only when it holds none of the words the parser reacts to but its
 # step counter: an alarm word, or any other keyword it looks for. A word with a space between
 # two characters that are not '-' cannot be in it (its only spaces are those of " - "), so only
-# the others are looked for, each a search in C: a 2 KB line, every step of a long run.
+# the others are looked for. Every check is a pass in C over the line's 2 KB (metrics_taken).
 _METRIC_STEP = re.compile(METRIC_STEP.pattern.encode("ascii"))  # the parser's, on bytes
+_COUNTER = b"training/global_step:"  # its literal start (no suffix of it starts it again)
+assert _METRIC_STEP.pattern.startswith(_COUNTER)
 
 
 def _can_be_in_metrics(word: str) -> bool:
@@ -63,24 +68,33 @@ def _can_be_in_metrics(word: str) -> bool:
                    for i, c in enumerate(word))
 
 
-def _by_anchor(words) -> Dict[bytes, Tuple[bytes, ...]]:
-    """The words by their first capital letter (a metrics line has few or none: one memchr
-    each rules a group out), a word without one under itself."""
+def _by_capital(words) -> Tuple[Tuple[Tuple[bytes, Tuple[bytes, ...]], ...], Tuple[bytes, ...]]:
+    """((first capital letter, its words), ...) and the words without a capital letter."""
     groups: Dict[bytes, Tuple[bytes, ...]] = {}
     for word in words:
-        anchor = next((bytes([c]) for c in word if 65 <= c <= 90), word)
+        anchor = next((bytes([c]) for c in word if 65 <= c <= 90), b"")
         groups[anchor] = groups.get(anchor, ()) + (word,)
-    return groups
+    return tuple((a, w) for a, w in groups.items() if a), groups.get(b"", ())
 
 
-_METRICS_WORDS = _by_anchor(word.encode() for word in dict.fromkeys(ALARM_WORDS + LINE_WORDS)
-                            if word != "training/global_step:" and _can_be_in_metrics(word))
+_CAPITAL_WORDS, _LOWER_WORDS = _by_capital(word.encode() for word in dict.fromkeys(ALARM_WORDS + LINE_WORDS)
+                                           if word != "training/global_step:" and _can_be_in_metrics(word))
+_PLAIN = bytes(c for c in range(32, 127) if not 65 <= c <= 90)  # printable ASCII but capitals
+_CAPITALS = bytes(range(65, 91))
 
 
-def _metrics_clean(text: bytes) -> bool:
-    """Whether a metrics line's text holds none of _METRICS_WORDS."""
-    return not any(anchor in text and any(map(text.__contains__, words))
-                   for anchor, words in _METRICS_WORDS.items())
+def metrics_taken(text: bytes) -> bool:
+    """Whether a metrics line's text ("step:N - name:value - ...") may be taken by its shape:
+    printable ASCII whose every space is one of a " - ", holding none of the words above. Its
+    capitals (verl's metrics have few or none) say which capital-bearing words can be in it."""
+    odd = text.translate(None, _PLAIN)  # its capitals and any byte outside printable ASCII
+    if odd.translate(None, _CAPITALS) or text.count(b" ") != 2 * text.count(b" - "):
+        return False
+    if odd and any(anchor in odd and any(map(text.__contains__, words)) for anchor, words in _CAPITAL_WORDS):
+        return False
+    return not any(map(text.__contains__, _LOWER_WORDS))
+
+
 # Field texts remembered (hosts, device lists repeat rank after rank): at most MEMO_MOST of at
 # most MEMO_TEXT bytes each, about 2 MiB in all on any log; any other text is checked anew.
 MEMO_MOST, MEMO_TEXT = 8192, 256
@@ -102,8 +116,8 @@ class Shapes:
                 self._clean[text] = clean
         return clean
 
-    def find(self, block: bytes, size: int, max_line: int) -> Dict[int, Tuple[int, tuple]]:
-        """{line start: (kind, fields)} of the shaped lines of block[:size] (the first line
+    def find(self, block: bytes, size: int, max_line: int) -> Dict[int, Tuple[int, Any]]:
+        """{line start: (kind, fields, or a metrics line's text)} of the shaped lines of block[:size] (the first line
         aside: no newline before it), each of at most max_line bytes and free of alarm words."""
         found: Dict[int, Tuple[int, tuple]] = {}
         clean = self._clean
@@ -111,11 +125,14 @@ class Shapes:
             start = m.start() + 1
             if m.end() - start > max_line:
                 continue
-            kind, fields = m.lastindex, m.groups()
-            if kind == METRICS + 1:
-                if _metrics_clean(fields[METRICS]):
-                    found[start] = (kind, fields)
+            kind = m.lastindex
+            if kind == METRICS + 1:  # the head: the line runs on to its newline
+                end = block.find(b"\n", m.end(), size)
+                text = block[m.start(kind):end]
+                if end != -1 and end - start <= max_line and metrics_taken(text):
+                    found[start] = (kind, text)
                 continue
+            fields = m.groups()
             host, free = fields[HOST], fields[FREE[kind]]
             if (host is None or clean.get(host) or self._is_clean(host)) and \
                     (clean.get(free) or self._is_clean(free)):
@@ -133,12 +150,16 @@ class Shapes:
                 self._devices[key] = known
         return known
 
-    def add(self, scan: LogScan, number: int, shaped: Tuple[int, tuple]) -> None:
+    def add(self, scan: LogScan, number: int, shaped: Tuple[int, Any]) -> None:
         """What _parse_line adds for this line, line ``number``."""
         kind, f = shaped
-        if kind == METRICS + 1:
-            for m in _METRIC_STEP.finditer(f[METRICS]):
-                scan.add_step(scan.metric_steps, int(m["step"]))
+        if kind == METRICS + 1:  # f: the line's text
+            at = f.find(_COUNTER)  # where finditer's matches can start, found by a faster search
+            while at != -1:
+                m = _METRIC_STEP.match(f, at)
+                if m:
+                    scan.add_step(scan.metric_steps, int(m["step"]))
+                at = f.find(_COUNTER, at + 1)
             return
         if kind == EXPECTED + 1:
             scan.add_gloo((int(f[PPID]), int(f[GRANK])), (int(f[PEERS]), int(f[EXPECTED])))

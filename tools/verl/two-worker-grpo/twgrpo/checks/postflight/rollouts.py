@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from . import readahead, rollout_shape
-from ...formats import bounded, lines
+from . import readahead
+from ...formats import bounded, lines, rolloutshape
 from ...run.findings import Finding, finding, mismatch
 from ...run.runfolder import RunFolder
 
@@ -83,9 +83,9 @@ def _fast_rows(path: Union[str, Path], step: int) -> Optional[Tuple[int, List[fl
 
 def _fast_piece(data: bytes, step: int) -> Optional[Tuple[int, List[float]]]:
     """(rows, [min, max] score, or [] without rows) of whole lines whose every row is good.
-    Rows in the layout verl writes are judged by their shape (rollout_shape.py), the rest row by
-    row with the JSON reader."""
-    shaped = rollout_shape.shaped_rows(data, step)
+    Rows in the layout verl writes are judged by their shape (formats/rolloutshape.py), the
+    rest row by row with the JSON reader."""
+    shaped = rolloutshape.shaped_rows(data, step)
     if shaped is not None:
         return shaped
     if bounded.costs_more(data, bounded.MEMORY) or not 0 <= bounded.depth(data) <= bounded.MAX_DEPTH:
@@ -147,6 +147,31 @@ def _rollout_file(path: Union[str, Path], step: int) -> Tuple[int, "_Notes", Lis
 
 LISTED_STEPS = 32  # steps listed one by one at each end of a long run; the rest are summed
 CHUNK_STEPS = 256  # steps a worker reads in one task
+BATCH_STEPS, SMALL_FILE = 64, 64 << 10  # small files judged together: at most 4 MiB held
+
+
+def _small_files(folder: str, steps: range) -> Dict[int, Tuple[int, List[float]]]:
+    """{step: (rows, [min, max] score)} of the steps' files of at most SMALL_FILE bytes whose
+    every row is good by its shape (rolloutshape.shaped_files: one match for them all, not one
+    a file). Any other step is left out: _rollout_file reads it and names what is wrong."""
+    files: List[bytes] = []
+    taken: List[int] = []
+    for step in steps if rolloutshape.MATCHES else ():  # else each file is read once, alone
+        try:
+            fd, info = bounded.open_fd(f"{folder}{step}.jsonl")
+        except OSError:
+            continue
+        try:
+            data = os.read(fd, info.st_size + 1) if info.st_size <= SMALL_FILE else None
+        except OSError:
+            data = None
+        finally:
+            os.close(fd)
+        if data is not None and len(data) <= info.st_size:  # a file that grew is read alone
+            files.append(data)
+            taken.append(step)
+    tallies = rolloutshape.shaped_files(files, taken)
+    return {step: tally for step, tally in zip(taken, tallies) if tally is not None}
 
 
 Judged = Tuple[List[Finding], Dict[str, Any], Dict[str, Any]]  # findings, listed steps, totals
@@ -159,10 +184,14 @@ def _judge_steps(folder: str, first: int, last: int, expected: int, listed: Tupl
     found: List[Finding] = []
     summary: Dict[str, Any] = {}
     total: Dict[str, Any] = {"steps": 0, "rows": 0, "score_min": None, "score_max": None}
+    quick: Dict[int, Tuple[int, List[float]]] = {}
     for step in range(first, last + 1):
+        if (step - first) % BATCH_STEPS == 0:
+            quick = _small_files(folder, range(step, min(step + BATCH_STEPS, last + 1)))
         path = f"{folder}{step}.jsonl"
         try:
-            rows, bad, long_rows, low_high = _rollout_file(path, step)
+            rows, bad, long_rows, low_high = ((quick[step][0], _Notes(), [], quick[step][1]) if step in quick
+                                              else _rollout_file(path, step))
         except OSError as exc:
             found.append(finding("POST-E018", path, f"cannot read: {exc.strerror}"))
             continue
