@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=07ef618fcb5a740e5983e83a36284e79c7c1b6b8cc3efb96a01d0aa02361b0a6
+readonly BUNDLE_SUMS_SHA256=ed608397bb6b2f319d3e926bbad2b292d595d0c53cb9d0419ec628cba9e2bee2
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -39,6 +39,7 @@ def fold_rows(tags: Tuple[str, ...], steps: List[int], rows: List[tuple], routes
     """Fold rows (a tuple of values each, in tags' order) of steady tags into every view.
     nonfinite: load_views's tfnonfinite.NonFinite."""
     ascending = steps == sorted(steps)
+    rising = ascending and len(set(steps)) == len(steps)  # no step twice in the batch
     columns = list(zip(*rows))
     finite = []
     for column in columns:
@@ -58,7 +59,10 @@ def fold_rows(tags: Tuple[str, ...], steps: List[int], rows: List[tuple], routes
     for tag, column, whole in zip(tags, columns, finite):
         route = routes[tag]
         for view in route:
-            _fold_column(tag, steps, column, view, whole, envelop, thin, share_of)
+            if rising and view[5] is None and steps[0] > view[4][tag]:
+                _fold_new(tag, steps, column, view, thin, share_of)
+            else:
+                _fold_column(tag, steps, column, view, whole, envelop, thin, share_of)
         if route:  # the tag's last step and the last value written at it
             current = latest.get(tag)
             if ascending and (current is None or steps[0] >= current[0]):
@@ -106,3 +110,28 @@ def _fold_column(tag: str, steps: Sequence[int], column: Sequence[float], view: 
     lasts[tag] = last
     scalars.held += held
     scalars.thinned += thinned
+
+
+def _fold_new(tag: str, steps: List[int], column: Sequence[float], view: tuple, thin: Callable,
+              share_of: Callable[[int], int]) -> None:
+    """_fold_column for a view without envelopes and steps that rise past the tag's last (so
+    none is written again): the values its stride keeps go in by slices, each slice up to the
+    value that makes the series too long, which thins it (a longer stride) as one by one."""
+    scalars, keep_step, values, strides, lasts, _, _ = view
+    series = values[tag]
+    share = share_of(len(values))
+    stride = strides.get(tag, 1)
+    kept = [(step, value) for step, value in zip(steps, column) if not step % stride or step == keep_step]
+    held = 0
+    while kept:
+        take = kept[:max(share - len(series) + 1, 1)]  # the last of them, if any, makes it too long
+        series.update(take)
+        held += len(take)
+        if len(series) <= share:
+            break
+        thin(scalars, tag, series, stride * 2, keep_step)
+        stride = strides[tag]
+        kept = [(step, value) for step, value in kept[len(take):] if not step % stride or step == keep_step]
+    lasts[tag] = steps[-1]
+    scalars.held += held
+    scalars.thinned += len(steps) - held
