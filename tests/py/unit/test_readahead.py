@@ -188,6 +188,30 @@ def test_preflight_json_read_by_a_worker_gives_the_same_findings_when_it_cannot_
         assert handed == [True]
 
 
+def test_a_large_logs_segments_scanned_by_workers_give_the_logs_findings_line_for_line(tmp_path, monkeypatch):
+    """The log is cut in one segment a process: the workers scan all but the last, which
+    postflight scans itself; the findings (a fatal marker's line number in the last segment,
+    steps and inits from every segment) are those of one pass."""
+    from twgrpo.checks.checkpoint import shards
+    from twgrpo.formats import trainlog
+    run, env = synthrun.healthy_run(tmp_path, 2, 2, steps=40)
+    with open(run / "training.log", "a") as log:
+        log.write("(WorkerDict pid=4001) torch.OutOfMemoryError: CUDA out of memory.\n")
+    alone = _postflight(run, env)
+    assert alone[0] == 1 and "failed" in alone[2]
+    own_workers_for_a_short_run(monkeypatch, 2)
+    monkeypatch.setattr(trainlog, "MIN_SEGMENT", (run / "training.log").stat().st_size // 3)
+    monkeypatch.setattr(shards, "workers", lambda files: 3)
+    seen = []
+    start = startreads.start_reads
+    monkeypatch.setattr(startreads, "start_reads", lambda ctx: (
+        start(ctx), seen.append((ctx.log_ahead, [t.handed() for t in ctx.log_ahead])))[0])
+    assert _postflight(run, env) == alone
+    tasks, handed = seen[0]
+    assert handed == [True, True, False]  # the last never handed: this process's own segment
+    assert all(t.has for t in tasks) and tasks[-1].taken_back
+
+
 def test_a_worker_lost_while_postflight_hands_out_tasks_changes_nothing(tmp_path, monkeypatch):
     run, env = synthrun.healthy_run(tmp_path, 2, 2, steps=40)
     alone = _postflight(run, env)

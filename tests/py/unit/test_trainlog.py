@@ -63,6 +63,21 @@ def test_blocks_and_segments_do_not_change_the_result(tmp_path, monkeypatch, blo
     assert {kind for _, kind, _ in scan.rank_loads} == set(trainlines.RANK_LOADS)  # in any segment
 
 
+def test_a_log_under_one_segment_is_split_among_the_cores(tmp_path, monkeypatch):
+    """A log of a few MIN_SEGMENTs is scanned by as many workers as there are jobs (at most one
+    a MIN_SEGMENT), and gives what one pass gives."""
+    path = synthesized(tmp_path, nccl_warn=True, first_step=2, resume_from="/runs/A/global_step_1")
+    size = path.stat().st_size
+    monkeypatch.setattr(trainlog, "MIN_SEGMENT", size // 3)
+    cut = []
+    segments = trainlog.segments
+    monkeypatch.setattr(trainlog, "segments", lambda size, parts: (cut.append(parts), segments(size, parts))[1])
+    assert trainlog.scan_log(str(path), jobs=2) == line_by_line(path) and cut == [2]
+    assert trainlog.scan_log(str(path), jobs=8) == line_by_line(path) and cut == [2, 3]
+    monkeypatch.setattr(trainlog, "MIN_SEGMENT", size)
+    assert trainlog.scan_log(str(path), jobs=8) == line_by_line(path) and cut == [2, 3]  # one pass
+
+
 def test_fatal_markers_keep_their_line_numbers_across_segments(tmp_path, monkeypatch):
     path = tmp_path / "training.log"
     lines = [f"filler line {i}" for i in range(5000)]

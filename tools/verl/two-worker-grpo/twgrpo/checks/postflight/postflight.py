@@ -47,6 +47,7 @@ class PostflightContext:
     rollouts_ahead: Any = None  # the rollout files read by worker processes (rollouts.start_ahead)
     scalars_ahead: Any = None  # the event files read by a worker process (readahead.Task)
     preflight_ahead: Any = None  # preflight.json's placement fields (a readahead.Task)
+    log_ahead: Any = None  # the training log's segments, scanned by worker processes (Tasks)
     _scan: Optional[trainlog.LogScan] = None
     _scalars: Optional[Dict[Any, tfevents.Scalars]] = None
 
@@ -92,8 +93,9 @@ class PostflightContext:
         if self._scan is None:
             if not self.training_log.is_file():
                 raise Skip("no training log")
-            self._scan = trainlog.scan_log(str(self.training_log),
-                                           keep=budget.of_profile(self.profile).evidence)
+            keep = budget.of_profile(self.profile).evidence
+            self._scan = (trainlog.join(readahead.answers(self.log_ahead), keep) if self.log_ahead
+                          else trainlog.scan_log(str(self.training_log), keep=keep))
         return self._scan
 
     def preflight(self) -> Dict[str, Any]:

@@ -73,6 +73,15 @@ class Task:
         return self.value
 
 
+def answers(tasks: List[Task]) -> List[Any]:
+    """Every task's answer, in order: first the tasks no worker has begun are run here, from
+    the last (workers take them from the first, so the ones before a begun task are begun)."""
+    for task in reversed(tasks):
+        if not task.take_back():
+            break
+    return [task.answer() for task in tasks]
+
+
 class Workers:
     """Worker processes of postflight's own (none of the shard check's were started)."""
 

@@ -1,7 +1,8 @@
 """What postflight hands to worker processes before its first check, so they read while it
-scans the training log: preflight.json first (rank placement needs it right after the log
-pass), then the checkpoint's shards (checkpoint/ahead.py), the event files and a long run's
-rollout files (readahead.py). Only where a file is read changes, never what is found.
+scans the training log: a large log's segments first but its last, which this process scans
+(and those no worker has begun), preflight.json (rank placement needs it right after the log pass), then the
+checkpoint's shards (checkpoint/ahead.py), the event files and a long run's rollout files
+(readahead.py). Only where a file is read changes, never what is found.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, Optional
 
 from . import placement, readahead, rollouts
 from ..checkpoint import checkpoint, shards
-from ...formats import tfevents
+from ...formats import tfevents, trainlog
 from ...run import budget
 from ...run.runfolder import RunFolder
 
@@ -21,7 +22,16 @@ def start_reads(ctx: Any) -> Optional[readahead.Workers]:
     folder = RunFolder(ctx.run_dir)
     ctx.preflight_ahead = readahead.Task(None, placement.read_preflight, folder.preflight_json,
                                          budget.of_profile(ctx.profile))
-    ctx.ahead = checkpoint.start_ahead(ctx.run_dir, ctx.steps, ctx.world_size, first=[ctx.preflight_ahead])
+    log_bytes = shards.file_size(str(ctx.training_log))
+    # One segment a process (the workers and this one) where each has MIN_SEGMENT bytes: no
+    # more, for a worker's pool queues what it is handed and this process cannot take it back
+    parts = min(shards.workers(1 << 20), log_bytes // trainlog.MIN_SEGMENT)
+    log_ahead = [readahead.Task(None, trainlog.scan_range, str(ctx.training_log), begin, end, None,
+                                budget.of_profile(ctx.profile).evidence)
+                 for begin, end in trainlog.segments(log_bytes, parts)] if parts > 1 else []
+    handed = log_ahead[:-1]  # the last segment is this process's own: its share of the pass
+    ctx.ahead = checkpoint.start_ahead(ctx.run_dir, ctx.steps, ctx.world_size,
+                                       first=handed + [ctx.preflight_ahead])
     event_bytes = 0
     try:  # tfevents.load_views's files; one that cannot be read is its finding, not this
         for path in tfevents.event_files(folder.tensorboard):
@@ -33,10 +43,14 @@ def start_reads(ctx: Any) -> Optional[readahead.Workers]:
     if ctx.ahead is not None and ctx.ahead.run is not None:
         submit = ctx.ahead.submit
     else:
-        own = readahead.own_workers(steps, max(event_bytes, shards.file_size(folder.preflight_json)),
-                                    2 + -(-steps // rollouts.CHUNK_STEPS))
+        own = readahead.own_workers(steps, max(event_bytes, shards.file_size(folder.preflight_json),
+                                               log_bytes if log_ahead else 0),
+                                    2 + len(log_ahead) + -(-steps // rollouts.CHUNK_STEPS))
         submit = own.submit if own is not None else None
     try:
+        for task in handed:
+            task.hand(submit)
+        ctx.log_ahead = log_ahead if any(task.handed() for task in log_ahead) else None
         ctx.preflight_ahead.hand(submit)
         if submit is not None and event_bytes >= readahead.OWN_WORKERS_BYTES:
             ctx.scalars_ahead = readahead.Task(submit, tfevents.load_views, folder.tensorboard,
