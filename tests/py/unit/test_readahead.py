@@ -212,6 +212,36 @@ def test_a_large_logs_segments_scanned_by_workers_give_the_logs_findings_line_fo
     assert all(t.has for t in tasks) and tasks[-1].taken_back
 
 
+def test_a_log_that_grew_after_its_segments_were_cut_is_scanned_whole_at_its_new_size(tmp_path, monkeypatch):
+    """The segments cut the log as start_reads measured it; a log longer when the log check
+    reads it is scanned in one pass, to its end then, as without workers."""
+    from twgrpo.checks.checkpoint import shards
+    from twgrpo.formats import trainlog
+    run, env = synthrun.healthy_run(tmp_path, 2, 2, steps=40)
+    late = "(WorkerDict pid=4001) OSError: [Errno 28] No space left on device\n"
+    log = run / "training.log"
+    text = log.read_text()
+    log.write_text(text + late)
+    alone = _postflight(run, env)
+    assert alone[0] == 1 and "failed" in alone[2]
+    log.write_text(text)
+    own_workers_for_a_short_run(monkeypatch, 2)
+    monkeypatch.setattr(trainlog, "MIN_SEGMENT", log.stat().st_size // 3)
+    monkeypatch.setattr(shards, "workers", lambda files: 3)
+    start = startreads.start_reads
+    cut = []
+
+    def then_grows(ctx):
+        own = start(ctx)
+        cut.append(len(ctx.log_ahead))
+        with open(log, "a") as stream:
+            stream.write(late)
+        return own
+
+    monkeypatch.setattr(startreads, "start_reads", then_grows)
+    assert _postflight(run, env) == alone and cut == [3]
+
+
 def test_a_worker_lost_while_postflight_hands_out_tasks_changes_nothing(tmp_path, monkeypatch):
     run, env = synthrun.healthy_run(tmp_path, 2, 2, steps=40)
     alone = _postflight(run, env)

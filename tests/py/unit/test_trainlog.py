@@ -78,6 +78,49 @@ def test_a_log_under_one_segment_is_split_among_the_cores(tmp_path, monkeypatch)
     assert trainlog.scan_log(str(path), jobs=8) == line_by_line(path) and cut == [2, 3]  # one pass
 
 
+INIT = ("(WorkerDict pid=1) h:1:1 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 "
+        "busId 1000 commId 0xab - Init START")
+LOADED = "(WorkerDict pid=1) [Rank 0] Loaded model from /{}/model_world_size_1_rank_0.pt"
+STEP = "training/global_step:{}"
+CUT_LOGS = {  # logs whose scan one pass and joined segments could give differently
+    "a cause in a later segment": ["filler"] * 40 + ["(WorkerDict pid=4001) OSError: [Errno 28] No space left on device"],
+    "a dropped value repeated later": [STEP.format(v) for v in (1, 2, 3, 3, 3)],
+    "values held in file order, not sorted": [STEP.format(v) for v in (10, 5, 3)],
+    "an init between steps": [STEP.format(1), INIT, STEP.format(2)],
+    "the load folders filled": [LOADED.format("F")] + [LOADED.format(f"G{i}") for i in range(64)] + [LOADED.format("F")],
+}
+
+
+@pytest.mark.parametrize("keep", [1, 2, 3, None])
+@pytest.mark.parametrize("name", CUT_LOGS)
+def test_every_cut_gives_one_pass_or_leaves_the_log_to_one(tmp_path, name, keep):
+    """join gives exactly one pass's scan (line numbers of every kind shifted) or None, where
+    the evidence budget or the load folders were reached and only the order of all items
+    decides; scan_log then scans in one pass."""
+    lines = CUT_LOGS[name]
+    path = tmp_path / "training.log"
+    path.write_text("\n".join(lines) + "\n")
+    data = path.read_bytes()
+    one = trainlog.scan_range(str(path), 0, len(data), keep=keep)
+    for cut in range(1, len(lines)):
+        at = len(("\n".join(lines[:cut]) + "\n").encode())
+        parts = [trainlog.scan_range(str(path), 0, at, keep=keep), trainlog.scan_range(str(path), at, len(data), keep=keep)]
+        joined = trainlog.join(parts, keep)
+        assert joined is None or joined == one, (cut, joined, one)
+        if keep is None and name != "the load folders filled":
+            assert joined is not None  # under the budget every cut joins
+    if name == "a cause in a later segment":
+        assert one.causes[0][0] == 41
+
+
+def test_a_log_past_its_budget_is_scanned_in_one_pass_when_split(tmp_path, monkeypatch):
+    path = tmp_path / "training.log"
+    path.write_text("\n".join(STEP.format(v) for v in list(range(1, 400)) + list(range(399, 0, -1))) + "\n")
+    monkeypatch.setattr(trainlog, "MIN_SEGMENT", path.stat().st_size // 4)
+    one = trainlog.scan_range(str(path), 0, path.stat().st_size, keep=100)
+    assert one.dropped == 299 + 299 and trainlog.scan_log(str(path), jobs=4, keep=100) == one
+
+
 def test_fatal_markers_keep_their_line_numbers_across_segments(tmp_path, monkeypatch):
     path = tmp_path / "training.log"
     lines = [f"filler line {i}" for i in range(5000)]
@@ -142,7 +185,7 @@ def test_a_merge_takes_a_new_key_whole_only_with_room_for_all_it_holds(tmp_path,
     items = trainlog.scan_range(str(path), 0, size).kept
 
     def joined(keep):
-        return trainlog.join([trainlog.scan_range(str(path), b, e, keep=keep) for b, e in segments], keep)
+        return trainlog.merged([trainlog.scan_range(str(path), b, e, keep=keep) for b, e in segments], keep)
 
     keeps = sorted({1, 2, items // 3, items // 3 + 1, items // 2, items - 1, items, items + 1, 10 * items})
     got = [joined(keep) for keep in keeps]

@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=e1c3d0fa706e368c986e8bdbec7c354dd8f7466017ccdfee32dbbe1786c26f18
+readonly BUNDLE_SUMS_SHA256=63ed7a5321a78b378faadc511e9faebd6baffac192a2a91ab5d566491d8319d8
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -23,18 +23,20 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from .lines import open_regular
-from .trainlines import (ANCHORED, FATAL_SAMPLES, KEEP, SEARCHES, VALIDATED, InitEvent, LogScan,
-                         Transport, _parse_line)
+from .trainlines import (ANCHORED, FATAL_SAMPLES, KEEP, LOAD_FOLDERS, SEARCHES, VALIDATED, InitEvent,
+                         LogScan, Transport, _parse_line)
 from .trainshape import Shapes
 
 __all__ = ["FATAL_SAMPLES", "KEEP", "MAX_LINE", "VALIDATED", "InitEvent", "LogScan", "Transport",
-           "join", "scan_log", "scan_range"]
+           "join", "merged", "scan_log", "scan_range"]
 
 BLOCK = 8 << 20
 SEGMENT = 64 << 20
 # A log of at least two of these is split among the cores too: a worker's start and the merge
 # of its scan cost less than its share of the pass (19 MB at 2,048 nodes: four workers)
 MIN_SEGMENT = 4 << 20
+# Segments at most: the joined scans are held together, each up to the evidence budget
+MAX_PARTS = 16
 MAX_LINE = 1 << 20  # no real log line comes near; a longer one is a finding, not parsed
 # An anchor hit costs a Python step; past this many hits per MiB, substring search is cheaper.
 ANCHOR_HITS_PER_MIB = 2048
@@ -230,7 +232,8 @@ def scan_log(path: str, jobs: Optional[int] = None, max_line: Optional[int] = No
         parts = list(pool.map(scan_range, [path] * len(ranges), [b for b, _ in ranges],
                               [e for _, e in ranges], [max_line] * len(ranges),
                               [keep] * len(ranges)))
-    return join(parts, keep)
+    joined = join(parts, keep)
+    return joined if joined is not None else scan_range(path, 0, size, max_line, keep)
 
 
 def cores() -> int:
@@ -242,7 +245,7 @@ def plan(size: int, jobs: int) -> List[Tuple[int, int]]:
     """The [begin, end) ranges scan_range reads a log of ``size`` bytes in with ``jobs``
     processes, to be joined in order (join): one range, or segments of at most SEGMENT bytes,
     as many as the jobs where each has MIN_SEGMENT bytes."""
-    parts = max(-(-size // SEGMENT), min(jobs, size // MIN_SEGMENT))
+    parts = min(max(-(-size // SEGMENT), min(jobs, size // MIN_SEGMENT)), MAX_PARTS)
     return segments(size, parts) if parts > 1 and jobs > 1 else [(0, size)]
 
 
@@ -254,9 +257,19 @@ def segments(size: int, parts: int) -> List[Tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:])) or [(0, 0)]
 
 
-def join(parts: List[LogScan], keep: Optional[int] = None) -> LogScan:
-    """One scan of the whole file from the scans of its segments, in file order: each
-    segment's line numbers follow the lines before it."""
+def join(parts: List[LogScan], keep: Optional[int] = None) -> Optional[LogScan]:
+    """One pass's scan of the whole file from the scans of its segments (merged), or None
+    where the two may differ: past the evidence budget (or the LOAD_FOLDERS folders) what one
+    pass holds and drops depends on the order of every item, so the caller scans in one pass."""
+    total = merged(parts, keep)
+    if any(scan.dropped or len(scan.load_folders) >= LOAD_FOLDERS for scan in parts + [total]):
+        return None
+    return total
+
+
+def merged(parts: List[LogScan], keep: Optional[int] = None) -> LogScan:
+    """The scans of a file's segments merged in file order, each segment's line numbers
+    following the lines before it (the parts are changed)."""
     total = LogScan(keep=keep)
     offset = 0
     for part in parts:
@@ -270,6 +283,7 @@ def _shift(scan: LogScan, offset: int) -> None:
     if not offset:
         return
     scan.fatal = [(n + offset, name, text) for n, name, text in scan.fatal]
+    scan.causes = [(n + offset, cause, details, text) for n, cause, details, text in scan.causes]
     scan.long_lines = [(n + offset, at, length) for n, at, length in scan.long_lines]
     if scan.validated_line is not None:
         scan.validated_line += offset

@@ -7,6 +7,7 @@ deletes anything, so it can be run again from the prep box (`make postflight RUN
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -94,8 +95,14 @@ class PostflightContext:
             if not self.training_log.is_file():
                 raise Skip("no training log")
             keep = budget.of_profile(self.profile).evidence
-            self._scan = (trainlog.join(readahead.answers(self.log_ahead), keep) if self.log_ahead
-                          else trainlog.scan_log(str(self.training_log), keep=keep))
+            path = str(self.training_log)
+            size = os.path.getsize(path)
+            if self.log_ahead and size == self.log_ahead[-1].args[2]:  # the size its segments cut
+                self._scan = trainlog.join(readahead.answers(self.log_ahead), keep)
+                if self._scan is None:  # past the budget: one pass (trainlog.join says why)
+                    self._scan = trainlog.scan_range(path, 0, size, None, keep)
+            else:
+                self._scan = trainlog.scan_log(path, keep=keep)
         return self._scan
 
     def preflight(self) -> Dict[str, Any]:

@@ -25,7 +25,7 @@ def start_reads(ctx: Any) -> Optional[readahead.Workers]:
     log_bytes = shards.file_size(str(ctx.training_log))
     # One segment a process (the workers and this one) where each has MIN_SEGMENT bytes: no
     # more, for a worker's pool queues what it is handed and this process cannot take it back
-    parts = min(shards.workers(1 << 20), log_bytes // trainlog.MIN_SEGMENT)
+    parts = min(shards.workers(1 << 20), trainlog.MAX_PARTS, log_bytes // trainlog.MIN_SEGMENT)
     log_ahead = [readahead.Task(None, trainlog.scan_range, str(ctx.training_log), begin, end, None,
                                 budget.of_profile(ctx.profile).evidence)
                  for begin, end in trainlog.segments(log_bytes, parts)] if parts > 1 else []
