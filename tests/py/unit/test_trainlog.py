@@ -87,6 +87,7 @@ CUT_LOGS = {  # logs whose scan one pass and joined segments could give differen
     "a dropped value repeated later": [STEP.format(v) for v in (1, 2, 3, 3, 3)],
     "values held in file order, not sorted": [STEP.format(v) for v in (10, 5, 3)],
     "an init between steps": [STEP.format(1), INIT, STEP.format(2)],
+    "a cause sample cut after a space": ["OSError: [Errno 28] No space left on device" + "x" * 356 + " y", "z"],
     "the load folders filled": [LOADED.format("F")] + [LOADED.format(f"G{i}") for i in range(64)] + [LOADED.format("F")],
 }
 

@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=63ed7a5321a78b378faadc511e9faebd6baffac192a2a91ab5d566491d8319d8
+readonly BUNDLE_SUMS_SHA256=b0a2470281d04cdd0f4a5f63b8c9db8861e054d715f56a5d2a552756102b664a
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -140,9 +140,8 @@ class LogScan:
     metric_steps: Set[int] = dataclasses.field(default_factory=set)
     checkpoint_loads: List[Tuple[int, str]] = dataclasses.field(default_factory=list)  # first few
     shard_loads: List[Tuple[int, str, str]] = dataclasses.field(default_factory=list)  # first few
-    # every shard load, beyond the samples: how many, the first LOAD_FOLDERS folders loaded from
-    # (folder -> loads), and (the rank that said it, kind, file name) of each RANK_LOADS load,
-    # held as evidence items
+    # every shard load, beyond the samples: how many, the first LOAD_FOLDERS folders loaded from (folder ->
+    # loads), and (the rank that said it, kind, file name) of each RANK_LOADS load, as evidence items
     shard_load_count: int = 0
     load_folders: Dict[str, int] = dataclasses.field(default_factory=dict)
     rank_loads: Set[Tuple[int, str, str]] = dataclasses.field(default_factory=set)
@@ -163,7 +162,7 @@ class LogScan:
     keep: Optional[int] = dataclasses.field(default=None, compare=False)  # None: KEEP
 
     @property
-    def most(self) -> int:
+    def most(self) -> int:  # the evidence items one scan may hold
         return self.keep or KEEP
 
     def room(self) -> bool:
@@ -233,9 +232,12 @@ class LogScan:
             self.fatal.append((line, name, text.strip()[:400]))
 
     def add_cause(self, line: int, cause: str, details: Dict[str, str], text: str) -> None:
-        self.cause_counts[cause] = self.cause_counts.get(cause, 0) + 1
-        if self.cause_counts[cause] <= CAUSE_SAMPLES:
-            self.causes.append((line, cause, details, text.strip()[:400]))
+        self._count_cause((line, cause, details, text.strip()[:400]))
+
+    def _count_cause(self, sample: Tuple[int, str, Dict[str, str], str]) -> None:  # held if among the first
+        self.cause_counts[sample[1]] = count = self.cause_counts.get(sample[1], 0) + 1
+        if count <= CAUSE_SAMPLES:
+            self.causes.append(sample)
 
     def add_long_line(self, line: int, offset: int, length: int) -> None:
         self.long_count += 1
@@ -247,8 +249,8 @@ class LogScan:
         self.lines += other.lines
         self.fatal += other.fatal[:max(FATAL_SAMPLES - len(self.fatal), 0)]
         self.fatal_count += other.fatal_count
-        for line, cause, details, text in other.causes:
-            self.add_cause(line, cause, details, text)
+        for sample in other.causes:  # as held: a text cut at 400 may end in a space
+            self._count_cause(sample)
         for cause, count in other.cause_counts.items():  # lines past the samples count too
             held = sum(1 for c in other.causes if c[1] == cause)
             self.cause_counts[cause] = self.cause_counts.get(cause, 0) + count - held
@@ -257,12 +259,10 @@ class LogScan:
         self.dropped += other.dropped
         if self.validated_line is None:
             self.validated_line = other.validated_line
-        for value in sorted(other.total_steps):
-            self.add_step(self.total_steps, value)
-        for value in sorted(other.global_steps):
-            self.add_step(self.global_steps, value)
-        for value in sorted(other.metric_steps):
-            self.add_step(self.metric_steps, value)
+        for steps, more in ((self.total_steps, other.total_steps), (self.global_steps, other.global_steps),
+                            (self.metric_steps, other.metric_steps)):
+            for value in sorted(more):
+                self.add_step(steps, value)
         self.checkpoint_loads += other.checkpoint_loads[:max(LOAD_SAMPLES - len(self.checkpoint_loads), 0)]
         self.shard_loads += other.shard_loads[:max(LOAD_SAMPLES - len(self.shard_loads), 0)]
         self.shard_load_count += other.shard_load_count
