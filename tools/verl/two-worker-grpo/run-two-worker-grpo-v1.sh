@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=b0a2470281d04cdd0f4a5f63b8c9db8861e054d715f56a5d2a552756102b664a
+readonly BUNDLE_SUMS_SHA256=097980bde810684d6bbabe8292ff02a2f2589f24ee9ef79540db7c69d6a31416
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -8,11 +8,14 @@ the whole keyword. Each candidate line is taken whole, stripped of ANSI colour c
 Ray prefix, and parsed. At thousands of ranks nearly every candidate is one of a rank's few
 NCCL and Gloo lines: those are taken first by their shape (trainshape.py), and the keyword
 search reads the rest of the block. Segments of a large file are scanned by worker processes
-and merged in order, so the time stays linear in the log's size and divides by the cores.
+and merged in order, so the time stays linear in the log's size and divides by the cores; the
+merge is one pass's scan, or refused (join) where the evidence budget was reached, and then
+the file is scanned in one pass.
 
 Bounds: memory is one block, the block without its shaped lines, and one line of at most
-MAX_LINE bytes per worker; a longer line is reported (line number, offset, length) and
-skipped without being held. Every pattern is anchored or bounded (trainlines.py, trainshape.py)
+MAX_LINE bytes per worker, and the scans of at most MAX_PARTS segments, each within the
+evidence budget; a longer line is reported (line number, offset, length) and skipped without
+being held. Every pattern is anchored or bounded (trainlines.py, trainshape.py)
 so that it runs in linear time on any line.
 """
 from __future__ import annotations
