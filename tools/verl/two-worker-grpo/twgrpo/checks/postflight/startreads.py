@@ -1,8 +1,8 @@
 """What postflight hands to worker processes before its first check, so they read while it
 scans the training log: a large log's segments first but its last, which this process scans
-(and those no worker has begun), preflight.json (rank placement needs it right after the log pass), then the
-checkpoint's shards (checkpoint/ahead.py), the event files and a long run's rollout files
-(readahead.py). Only where a file is read changes, never what is found.
+(and those no worker has begun), preflight.json (rank placement needs it right after the log
+pass), then the checkpoint's shards (checkpoint/ahead.py), the event files and a long run's
+rollout files (readahead.py). Only where a file is read changes, never what is found.
 """
 from __future__ import annotations
 
