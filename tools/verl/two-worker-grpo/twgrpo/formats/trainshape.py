@@ -117,9 +117,10 @@ class Shapes:
         return clean
 
     def find(self, block: bytes, size: int, max_line: int) -> Dict[int, Tuple[int, Any]]:
-        """{line start: (kind, fields, or a metrics line's text)} of the shaped lines of block[:size] (the first line
-        aside: no newline before it), each of at most max_line bytes and free of alarm words."""
-        found: Dict[int, Tuple[int, tuple]] = {}
+        """{line start: (kind, fields, or a metrics line's text)} of the shaped lines of
+        block[:size] (the first line aside: no newline before it), each of at most max_line
+        bytes and free of alarm words."""
+        found: Dict[int, Tuple[int, Any]] = {}
         clean = self._clean
         for m in SHAPED.finditer(block, 0, size):
             start = m.start() + 1
@@ -128,9 +129,10 @@ class Shapes:
             kind = m.lastindex
             if kind == METRICS + 1:  # the head: the line runs on to its newline
                 end = block.find(b"\n", m.end(), size)
-                text = block[m.start(kind):end]
-                if end != -1 and end - start <= max_line and metrics_taken(text):
-                    found[start] = (kind, text)
+                if end != -1 and end - start <= max_line:
+                    text = block[m.start(kind):end]
+                    if metrics_taken(text):
+                        found[start] = (kind, text)
                 continue
             fields = m.groups()
             host, free = fields[HOST], fields[FREE[kind]]

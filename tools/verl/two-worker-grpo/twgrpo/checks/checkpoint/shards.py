@@ -19,7 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
-from ...formats import torchzip
+from ...formats import torchzip, trainlog
 from ...run import pools
 from .progress import Progress
 
@@ -140,8 +140,7 @@ def _spans(path: str, spans: list) -> Problem:
 
 def workers(jobs: int) -> int:
     """Processes to use: one a core, as many as the available memory allows, at most one a job."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cores, jobs, _available_memory() // WORKER_MEMORY))
+    return max(1, min(trainlog.cores(), jobs, _available_memory() // WORKER_MEMORY))
 
 
 def _available_memory() -> int:

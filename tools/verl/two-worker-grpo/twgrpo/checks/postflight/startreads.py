@@ -20,14 +20,14 @@ def start_reads(ctx: Any) -> Optional[readahead.Workers]:
     started some, else postflight's own for a long run or large files. Returns the own
     workers, which the caller closes."""
     folder = RunFolder(ctx.run_dir)
-    ctx.preflight_ahead = readahead.Task(None, placement.read_preflight, folder.preflight_json,
-                                         budget.of_profile(ctx.profile))
+    bounds = budget.of_profile(ctx.profile)
+    ctx.preflight_ahead = readahead.Task(None, placement.read_preflight, folder.preflight_json, bounds)
     log_bytes = shards.file_size(str(ctx.training_log))
     # One segment a process (the workers and this one) where each has MIN_SEGMENT bytes: no
     # more, for a worker's pool queues what it is handed and this process cannot take it back
     parts = min(shards.workers(1 << 20), trainlog.MAX_PARTS, log_bytes // trainlog.MIN_SEGMENT)
     log_ahead = [readahead.Task(None, trainlog.scan_range, str(ctx.training_log), begin, end, None,
-                                budget.of_profile(ctx.profile).evidence)
+                                bounds.evidence)
                  for begin, end in trainlog.segments(log_bytes, parts)] if parts > 1 else []
     handed = log_ahead[:-1]  # the last segment is this process's own: its share of the pass
     ctx.ahead = checkpoint.start_ahead(ctx.run_dir, ctx.steps, ctx.world_size,
