@@ -249,6 +249,13 @@ def test_missing_run_folder_is_a_usage_error(tmp_path, capsys):
     assert "no run folder" in capsys.readouterr().err
 
 
+def test_the_run_folder_may_be_named_as_dot(tmp_path, monkeypatch, capsys):
+    run = make(tmp_path)
+    monkeypatch.chdir(run)
+    assert postflight(".") == 0, capsys.readouterr().out
+    assert json.loads((run / "verification.json").read_text())["status"] == "passed"
+
+
 def test_missing_training_log_skips_the_log_checks(tmp_path, capsys):
     run = make(tmp_path)
     (run / "training.log").unlink()

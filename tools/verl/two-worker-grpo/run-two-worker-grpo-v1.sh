@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=0f60efc565e43723368ab8abda7410966a1bfb1d4d1bebf2858cb08b6fd87086
+readonly BUNDLE_SUMS_SHA256=178c581f5f87b659ab59f1051b531978c36703398edfdf0c7a428f9ed4063486
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

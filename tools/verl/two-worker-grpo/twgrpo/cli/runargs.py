@@ -5,7 +5,9 @@ those values and never see the command line.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Optional, Tuple
 
 from ..run import runrecord
@@ -22,10 +24,12 @@ def run_folder(args: argparse.Namespace) -> RunFolder:
         raise UsageError(f"no RUN_ID given: make {args.phase} RUN_ID=<run> (make runs lists "
                          "them; or --run-id RUN_ID)")
     if args.output_dir is not None:
-        if run_id is not None and checked_run_id(run_id) != args.output_dir.name:
+        # absolute, so that `.` or `..` names its run (the RUN_ID is the folder's name)
+        output_dir = Path(os.path.abspath(args.output_dir))
+        if run_id is not None and checked_run_id(run_id) != output_dir.name:
             raise UsageError(f"--run-id {run_id} and --output-dir {args.output_dir} name two runs: "
                              "pass the run folder alone, or --storage-root with --run-id")
-        return RunFolder(refuse_symlinked(args.output_dir))
+        return RunFolder(refuse_symlinked(output_dir))
     if args.storage_root is None or run_id is None:
         raise UsageError("name the run: --output-dir RUN_FOLDER, or --storage-root ROOT --run-id "
                          f"RUN_ID (make {args.phase} RUN_ID=<run>)")
