@@ -376,3 +376,13 @@ def test_make_report_reads_the_runs_profile_once(run, capsys, monkeypatch):
     reads.clear()
     assert main(["report", "--output-dir", str(run)]) == 0
     assert len(reads) == 1 and "(RPT-E001) run.json is missing" in capsys.readouterr().out
+
+
+def test_one_id_raised_by_every_rank_leaves_room_for_the_others():
+    """300 findings of one id before one of another: both ids are shown, every one counted."""
+    rank_finding = {"id": "POST-E151", "obj": "rank", "message": "no NET/IB line", "hint": "h"}
+    record = {"checks": [{"findings": [rank_finding] * 300},
+                         {"findings": [{"id": "POST-E005", "obj": "log", "message": "m"}]}]}
+    shown, counts = runview.collect_findings({"postflight": record}, [])
+    assert [f.id for _, f in shown] == ["POST-E151"] * 10 + ["POST-E005"]
+    assert counts == {("postflight", "POST-E151"): 300, ("postflight", "POST-E005"): 1}

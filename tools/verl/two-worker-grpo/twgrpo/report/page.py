@@ -203,11 +203,16 @@ def _findings(view: RunView) -> str:
     if not view.findings:
         return '<p class="ok-line">No findings: every check passed and every record was readable.</p>'
     out = []
-    for phase, f in view.findings:
-        out.append(f'<div class="finding {text(f.level)}"><span class="id">{text(f.id)}</span> '
-                   f'<span class="mono">{text(phase)}</span> · {text(view.shown(f.obj), 160)}<div>'
-                   f'{text(f.message, 1200)}</div><div class="hint">What to do: {text(f.hint, 600)}'
-                   "</div></div>")
+    for group in view.finding_groups():  # the first few of each id, its hint once
+        first = group.shown[0]
+        items = "".join(f"<div>{text(view.shown(f.obj), 160)}: {text(f.message, 1200)}</div>"
+                        for f in group.shown)
+        more = (f'<div class="sub">... and {group.more:,} more like these: '
+                f"{text(view.record_of(group.where))} has all {group.total:,}</div>" if group.more else "")
+        count = f" × {group.total:,}" if group.total > 1 else ""
+        out.append(f'<div class="finding {text(first.level)}"><span class="id">{text(group.id)}</span>'
+                   f'{count} <span class="mono">{text(group.where)}</span>{items}{more}'
+                   f'<div class="hint">What to do: {text(group.hint, 600)}</div></div>')
     return "".join(out)
 
 
@@ -278,7 +283,7 @@ def render(view: RunView, generated_at: str) -> str:
            if view.failed_checks() else "") + "</section>", conflicts,
         '<div class="phases">' + "".join(_phase_card(ph) for ph in view.phases) + "</div>",
         notes, _facts(view),
-        f'<h2 id="findings">Findings ({len(view.findings)})</h2>', _findings(view),
+        f'<h2 id="findings">Findings ({view.finding_total():,})</h2>', _findings(view),
         '<h2 id="timeline">Timeline</h2>', _timeline(view),
         '<h2 id="lineage">Lineage</h2>', lineage_page.section(view),
         '<h2 id="topology">Topology</h2>', _topology(view),

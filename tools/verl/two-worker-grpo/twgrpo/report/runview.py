@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..formats import bounded, tfevents
-from ..run import budget, runrecord, typed
+from ..run import budget, findinggroups, runrecord, typed
+from ..run.findinggroups import Key
 from ..run.findings import Finding, finding
 from ..run.humane import parse_time
 from ..checks.postflight.postflight import REQUIRED_SCALARS
@@ -58,9 +59,25 @@ class RunView:
     more_tags: List[str]
     samples: Dict[int, Dict[str, Any]]
     shards: List[Tuple[str, Optional[int], str]]  # one row per step and kind: (pattern, bytes, states)
-    findings: List[Tuple[str, Finding]]  # (phase, finding), the report's own under "report"
+    findings: List[Tuple[str, Finding]]  # (phase, finding) shown, the report's own under "report"
+    finding_counts: Dict[Key, int]  # every finding, by phase and id (findings shows the first few)
     lineage: Optional[lineage_view.Lineage] = None
     reference: Optional[Tuple[str, Dict[str, List[Tuple[int, float]]]]] = None  # reference.py
+
+    def add_findings(self, phase: str, found: List[Finding]) -> None:
+        for parsed in found:
+            take_finding(self.findings, self.finding_counts, phase, parsed)
+
+    def finding_groups(self) -> List[findinggroups.Group]:
+        return findinggroups.grouped(self.findings, self.finding_counts)
+
+    def finding_total(self) -> int:
+        return sum(self.finding_counts.values())
+
+    @staticmethod
+    def record_of(phase: str) -> str:
+        """Where all of a phase's findings are: its JSON record (the report's own: this report)."""
+        return dict(PHASE_RECORDS + (("resume", NAME.resume_json),)).get(phase, "this report")
 
     def notes(self) -> List[str]:
         return expected_zeros(self)
@@ -227,15 +244,30 @@ def rollout_samples(run_dir: Path, problems: List[Finding],
     return samples
 
 
-def collect_findings(records: Dict[str, Dict[str, Any]], own: List[Finding]):
+def collect_findings(records: Dict[str, Dict[str, Any]],
+                     own: List[Finding]) -> Tuple[List[Tuple[str, Finding]], Dict[Key, int]]:
+    """The findings the report shows, (phase, finding): the first SHOWN of each phase's id and
+    at most MAX_FINDINGS in all; and how many each phase's id has, every one counted."""
     found: List[Tuple[str, Finding]] = []
+    counts: Dict[Key, int] = {}
     for phase, record in records.items():
         for check in record.get("checks", []) if isinstance(record.get("checks"), list) else []:
             for item in check.get("findings", []) if isinstance(check, dict) else []:
                 parsed = _finding_from_json(item)
-                if parsed and len(found) < MAX_FINDINGS:
-                    found.append((phase, parsed))
-    return found + [("report", f) for f in own]
+                if parsed:
+                    take_finding(found, counts, phase, parsed)
+    for parsed in own:
+        take_finding(found, counts, "report", parsed)
+    return found, counts
+
+
+def take_finding(found: List[Tuple[str, Finding]], counts: Dict[Key, int], phase: str,
+                 parsed: Finding) -> None:
+    """Count parsed, and keep it among found while its phase's id has fewer than SHOWN there."""
+    key = (phase, parsed.id)
+    counts[key] = counts.get(key, 0) + 1
+    if counts[key] <= findinggroups.SHOWN and len(found) < MAX_FINDINGS:
+        found.append((phase, parsed))
 
 
 def expected_zeros(view: RunView) -> List[str]:
@@ -293,11 +325,14 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
                                     "this run: its steps are not drawn"))
         inherited = lineage_view.inherited_series(run_dir, lin, [t for t, _ in series])
         series = [(tag, inherited.get(tag, []) + points) for tag, points in series]
+    phases = phases_of(run_dir, records, problems)
+    samples = rollout_samples(run_dir, problems, size)
+    shards = checkpoint_shards(run_dir, evidence, problems, size)
+    shown, counts = collect_findings(records, problems)  # last: the readers above add problems
     return RunView(
         run_dir=run_dir, run_id=run_id, verdict=verdict, run=run, profile=profile_values,
-        profile_name=profile_name, phases=phases_of(run_dir, records, problems), records=records,
+        profile_name=profile_name, phases=phases, records=records,
         workers=[w for w in workers if isinstance(w, dict)] if isinstance(workers, list) else [],
         actors=[a for a in actors if isinstance(a, dict)] if isinstance(actors, list) else [],
-        series=series, more_tags=more, samples=rollout_samples(run_dir, problems, size),
-        shards=checkpoint_shards(run_dir, evidence, problems, size),
-        findings=collect_findings(records, problems), lineage=lin)
+        series=series, more_tags=more, samples=samples, shards=shards,
+        findings=shown, finding_counts=counts, lineage=lin)

@@ -12,6 +12,7 @@ from ..run.profile import Profile
 from ..run.records import RecordError, write_text
 from ..run.runfolder import RunFolder
 
+GROUPS, SHOWN = 20, 3  # kinds of finding in the summary, and findings of each kind; the page has more
 
 
 def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]:
@@ -61,13 +62,18 @@ def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]
                      + f" (step {latest[0][1][0]})")
     for note in view.notes():
         lines.append(f"  note      {note}")
-    lines.append(f"  findings  {len(view.findings) or 'none'}")
-    for phase, f in view.findings[:20]:
-        lines.append(f"    {phase}: {view.shown(f.obj)}: ({f.id}) {f.message}")
-        if f.hint:
-            lines.append(f"        HINT: {f.hint}")
-    if len(view.findings) > 20:
-        lines.append(f"    ... {len(view.findings) - 20} more on the page")
+    total, groups = view.finding_total(), view.finding_groups()
+    lines.append(f"  findings  {total:,}" if total else "  findings  none")
+    for group in groups[:GROUPS]:  # a few of each id, its hint once (run/findinggroups.py)
+        lines += [f"    {group.where}: {view.shown(f.obj)}: ({f.id}) {f.message}"
+                  for f in group.shown[:SHOWN]]
+        if group.total > SHOWN:
+            lines.append(f"    ... and {group.total - SHOWN:,} more ({group.id}) like these: "
+                         f"{view.record_of(group.where)} has all {group.total:,}")
+        if group.hint:
+            lines.append(f"        HINT: {group.hint}")
+    if len(groups) > GROUPS:
+        lines.append(f"    ... {len(groups) - GROUPS} more kinds of finding on the page")
     if html_path:
         lines.append(f"report: {html_path}")
     lines.append(f"tensorboard: tensorboard --logdir {RunFolder(view.run_dir).tensorboard}")
@@ -92,7 +98,7 @@ def run(folder: RunFolder, profile: Profile, *, profile_problem: Optional[str] =
                          "(make runs lists them)")
     run_id = folder.run_id or run_dir.resolve().name  # --output-dir . names no run
     view = runview.load(run_dir, run_id, dict(profile.values), profile.PROFILE_NAME, profile_problem)
-    view.findings += [("report", f) for f in reference.load(view, reference_run)]
+    view.add_findings("report", reference.load(view, reference_run))
     target = Path(os.path.abspath(html or folder.report_html))
     try:
         write_text(target, page.render(view, utc_now()))

@@ -7,7 +7,7 @@ import traceback
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional, Sequence, TextIO, Tuple
 
-from . import findingsout
+from . import findinggroups, findingsout
 from .catalog import CATALOG
 
 EXIT_PASSED = 0
@@ -155,13 +155,18 @@ def run_checks(phase: str, checks: Sequence[Check], ctx: Any,
 
 
 def print_findings(results: Sequence[CheckResult], out: Optional[TextIO] = None) -> None:
+    """Each check's findings by id: the first few of an id, then a count of the rest and the
+    id's hint once (findinggroups.py); --format json and the phase's record keep every one."""
     out = out or sys.stdout
     findingsout.note_results(results)
     for result in results:
-        for f in result.findings:
-            print(f"{f.obj}: ({f.id}) {f.message}", file=out)
-            if f.hint:
-                print(f"    HINT: {f.hint}", file=out)
+        for group in findinggroups.grouped((result.name, f) for f in result.findings):
+            for f in group.shown:
+                print(f"{f.obj}: ({f.id}) {f.message}", file=out)
+            if group.more:
+                print(findinggroups.more_line(group, "the phase's JSON record"), file=out)
+            if group.hint:
+                print(f"    HINT: {group.hint}", file=out)
 
 
 def verdict(phase: str, results: Sequence[CheckResult], out: Optional[TextIO] = None) -> int:
