@@ -283,25 +283,28 @@ def test_postflight_reads_the_event_file_once_for_all_its_checks(tmp_path, monke
 
 
 def test_a_fault_of_every_rank_is_told_once_in_each_view(tmp_path, capsys):
-    """16 ranks without a Gloo line: the job log shows the first 10 findings and counts the
-    rest, with the hint once; the record keeps all 16; the report counts every finding (these
+    """24 ranks without a Gloo line: the job log shows the first 10 findings and counts the
+    rest, with the hint once; the record keeps all 24; the report counts every finding (these
     and the W020 of a run away from its inputs) and draws the first few."""
-    profile = with_overrides(load_profile("tutorial-2x2-a100"), NODES=8)
-    path = tmp_path / "eight-nodes.env"
+    profile = with_overrides(load_profile("tutorial-2x2-a100"), NODES=12)
+    path = tmp_path / "twelve-nodes.env"
     path.write_text("".join(f"{k}={v}\n" for k, v in profile.values.items()).replace(
-        "PROFILE_NAME=tutorial-2x2-a100", "PROFILE_NAME=eight-nodes"))
-    run = make(tmp_path, profile=str(path), hosts=HOSTS, gloo="none")
+        "PROFILE_NAME=tutorial-2x2-a100", "PROFILE_NAME=twelve-nodes"))
+    hosts = [{"hostname": f"worker-{i}", "ip": f"10.231.0.{10 + i}"} for i in range(12)]
+    run = make(tmp_path, profile=str(path), hosts=hosts, gloo="none")
     assert postflight(run, "--profile", str(path)) == 1
     out = capsys.readouterr().out
     assert len(re.findall(r"^rank \d+ .*\(POST-E012\)", out, re.M)) == 10
-    assert "... and 6 more (POST-E012) like these: the phase's JSON record has all 16\n" in out
+    assert "... and 14 more (POST-E012) like these: the phase's JSON record has all 24\n" in out
     assert out.count("HINT: Keep GLOO_LOG_LEVEL") == 1
     record = json.loads((run / "verification.json").read_text())
-    assert [f["id"] for c in record["checks"] for f in c["findings"]].count("POST-E012") == 16
+    assert [f["id"] for c in record["checks"] for f in c["findings"]].count("POST-E012") == 24
     assert main(["report", "--output-dir", str(run), "--profile", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "  findings  17\n" in out and len(re.findall(r"\(POST-E012\)", out)) == 4
-    assert "... and 13 more (POST-E012) like these: verification.json has all 16\n" in out
+    assert "  findings  25\n" in out and len(re.findall(r"\(POST-E012\)", out)) == 4
+    assert "... and 21 more (POST-E012) like these: verification.json has all 24\n" in out
+    nodes = [line for line in out.splitlines() if line.startswith("  node ")]
+    assert len(nodes) == 12 and all(line[12:].startswith("worker-") for line in nodes), nodes
     page = (run / "report.html").read_text()
-    assert '<h2 id="findings">Findings (17)</h2>' in page and page.count("no Gloo full-mesh") == 10
-    assert "... and 6 more like these: verification.json has all 16" in page
+    assert '<h2 id="findings">Findings (25)</h2>' in page and page.count("no Gloo full-mesh") == 10
+    assert "... and 14 more like these: verification.json has all 24" in page

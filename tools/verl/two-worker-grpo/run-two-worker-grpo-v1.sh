@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=516c3b74f292be5873d0ee654a4d77eed8d0bef93fc1135d607110830b7c36d9
+readonly BUNDLE_SUMS_SHA256=44c12d7af75a991f5fb19d998366b5bfafd7beb58cd647ea935b1dbd9811389c
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -50,7 +50,8 @@ def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]
         ranks = hosts.get(w.get("node_id"), [])
         gpus = (f"{w.get('gpu_count', '?')} x {', '.join(names) or '?'}, driver "
                 f"{', '.join(map(str, w.get('driver', [])))}" if w.get("gpu_node", True) else "CPU only")
-        lines.append(f"  node {w.get('ordinal', '?')}    {w.get('hostname', '?')} ({w.get('node_ip', '?')}, "
+        label = f"node {w.get('ordinal', '?')}"  # in the labels' column, as wide as node 10
+        lines.append(f"  {label:<9} {w.get('hostname', '?')} ({w.get('node_ip', '?')}, "
                      f"{'head' if w.get('is_head') else 'worker'}): {gpus}, "
                      f"ranks {', '.join(ranks) or 'none'}")
     if len(view.workers) > 16:
