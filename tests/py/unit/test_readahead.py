@@ -15,6 +15,7 @@ import synthrun
 from twgrpo.checks.checkpoint import ahead
 from twgrpo.checks.postflight import readahead, rollouts, startreads
 from twgrpo.cli import main
+from twgrpo.formats.trainlog import scan_range as _REAL_SCAN_RANGE
 from twgrpo.run.profile import load_profile
 
 
@@ -210,6 +211,34 @@ def test_a_large_logs_segments_scanned_by_workers_give_the_logs_findings_line_fo
     tasks, handed = seen[0]
     assert handed == [True, True, False]  # the last never handed: this process's own segment
     assert all(t.has for t in tasks) and tasks[-1].taken_back
+
+
+def _scan_the_first_segment_or_die(path, begin, end, *rest):
+    """trainlog.scan_range, but a worker handed the log's first segment is killed (once,
+    leaving its mark) while it holds it."""
+    mark = os.environ["TEST_SEGMENT_MARK"]
+    if begin == 0 and os.getpid() != int(os.environ["TEST_PARENT_PID"]) and not os.path.exists(mark):
+        open(mark, "w").close()
+        os._exit(9)
+    return _REAL_SCAN_RANGE(path, begin, end, *rest)
+
+
+def test_a_worker_killed_while_it_scans_a_log_segment_changes_nothing(tmp_path, monkeypatch):
+    """Every segment the lost worker held, or that was still queued, is scanned here."""
+    from twgrpo.checks.checkpoint import shards
+    from twgrpo.formats import trainlog
+    run, env = synthrun.healthy_run(tmp_path, 2, 2, steps=40)
+    with open(run / "training.log", "a") as log:
+        log.write("(WorkerDict pid=4001) torch.OutOfMemoryError: CUDA out of memory.\n")
+    alone = _postflight(run, env)
+    own_workers_for_a_short_run(monkeypatch, 2)
+    monkeypatch.setattr(trainlog, "MIN_SEGMENT", (run / "training.log").stat().st_size // 3)
+    monkeypatch.setattr(shards, "workers", lambda files: 3)
+    monkeypatch.setattr(trainlog, "scan_range", _scan_the_first_segment_or_die)
+    monkeypatch.setenv("TEST_SEGMENT_MARK", str(tmp_path / "killed"))
+    monkeypatch.setenv("TEST_PARENT_PID", str(os.getpid()))
+    assert _postflight(run, env) == alone
+    assert (tmp_path / "killed").exists()  # a worker did die holding the first segment
 
 
 def test_a_log_that_grew_after_its_segments_were_cut_is_scanned_whole_at_its_new_size(tmp_path, monkeypatch):
