@@ -49,6 +49,7 @@ class PostflightContext:
     scalars_ahead: Any = None  # the event files read by a worker process (readahead.Task)
     preflight_ahead: Any = None  # preflight.json's placement fields (a readahead.Task)
     log_ahead: Any = None  # the training log's segments, scanned by worker processes (Tasks)
+    log_cut_at: int = 0  # the log's size when its segments were cut
     _scan: Optional[trainlog.LogScan] = None
     _scalars: Optional[Dict[Any, tfevents.Scalars]] = None
 
@@ -97,7 +98,7 @@ class PostflightContext:
             keep = budget.of_profile(self.profile).evidence
             path = str(self.training_log)
             size = os.path.getsize(path)
-            if self.log_ahead and size == self.log_ahead[-1].args[2]:  # the size its segments cut
+            if self.log_ahead and size == self.log_cut_at:
                 self._scan = trainlog.join(readahead.answers(self.log_ahead), keep)
                 if self._scan is None:  # past the budget: one pass (trainlog.join says why)
                     self._scan = trainlog.scan_range(path, 0, size, None, keep)

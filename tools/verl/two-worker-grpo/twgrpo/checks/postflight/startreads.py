@@ -51,6 +51,7 @@ def start_reads(ctx: Any) -> Optional[readahead.Workers]:
         for task in handed:
             task.hand(submit)
         ctx.log_ahead = log_ahead if any(task.handed() for task in log_ahead) else None
+        ctx.log_cut_at = log_bytes
         ctx.preflight_ahead.hand(submit)
         if submit is not None and event_bytes >= readahead.OWN_WORKERS_BYTES:
             ctx.scalars_ahead = readahead.Task(submit, tfevents.load_views, folder.tensorboard,
