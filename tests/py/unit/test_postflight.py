@@ -256,6 +256,20 @@ def test_the_run_folder_may_be_named_as_dot(tmp_path, monkeypatch, capsys):
     assert json.loads((run / "verification.json").read_text())["status"] == "passed"
 
 
+def test_dot_inside_a_symlinked_run_folder_is_refused_as_the_link_is(tmp_path, monkeypatch, capsys):
+    run = make(tmp_path)
+    link = run.parent / "exp-002"
+    link.symlink_to(run, target_is_directory=True)
+    monkeypatch.chdir(link)
+    monkeypatch.setenv("PWD", str(link))  # as the shell sets it after cd into the link
+    assert postflight(".") == 2
+    assert "(POST-E040)" in capsys.readouterr().err
+    assert not (run / "verification.json").exists()
+    monkeypatch.chdir(link / "checkpoints")
+    monkeypatch.setenv("PWD", str(link / "checkpoints"))
+    assert postflight("..") == 2
+
+
 def test_missing_training_log_skips_the_log_checks(tmp_path, capsys):
     run = make(tmp_path)
     (run / "training.log").unlink()
@@ -295,16 +309,20 @@ def test_a_fault_of_every_rank_is_told_once_in_each_view(tmp_path, capsys):
     assert postflight(run, "--profile", str(path)) == 1
     out = capsys.readouterr().out
     assert len(re.findall(r"^rank \d+ .*\(POST-E012\)", out, re.M)) == 10
-    assert "... and 14 more (POST-E012) like these: the phase's JSON record has all 24\n" in out
+    assert "... and 14 more (POST-E012) like these: verification.json and --format json list all 24\n" in out
     assert out.count("HINT: Keep GLOO_LOG_LEVEL") == 1
     record = json.loads((run / "verification.json").read_text())
     assert [f["id"] for c in record["checks"] for f in c["findings"]].count("POST-E012") == 24
     assert main(["report", "--output-dir", str(run), "--profile", str(path)]) == 0
     out = capsys.readouterr().out
     assert "  findings  25\n" in out and len(re.findall(r"\(POST-E012\)", out)) == 4
-    assert "... and 21 more (POST-E012) like these: verification.json has all 24\n" in out
+    assert "    ... and 21 more (POST-E012) like these in verification.json\n" in out
     nodes = [line for line in out.splitlines() if line.startswith("  node ")]
     assert len(nodes) == 12 and all(line[12:].startswith("worker-") for line in nodes), nodes
     page = (run / "report.html").read_text()
     assert '<h2 id="findings">Findings (25)</h2>' in page and page.count("no Gloo full-mesh") == 10
-    assert "... and 14 more like these: verification.json has all 24" in page
+    assert "... and 14 more (POST-E012) like these in verification.json" in page
+    (run / "verification.json").unlink()
+    assert main(["postflight", "--audit", "--output-dir", str(run), "--profile", str(path)]) == 1
+    out = capsys.readouterr().out  # the audit writes no record: only --format json has them all
+    assert "... and 14 more (POST-E012) like these: --format json lists all 24\n" in out

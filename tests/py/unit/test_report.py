@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import tarfile
+import types
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -386,3 +387,34 @@ def test_one_id_raised_by_every_rank_leaves_room_for_the_others():
     shown, counts = runview.collect_findings({"postflight": record}, [])
     assert [f.id for _, f in shown] == ["POST-E151"] * 10 + ["POST-E005"]
     assert counts == {("postflight", "POST-E151"): 300, ("postflight", "POST-E005"): 1}
+
+
+def test_the_reports_own_findings_and_the_ids_past_the_cap_are_still_told():
+    """21 ids of 10 findings fill the records' 200: the report's own finding is still shown,
+    and the 21st id is counted and named, none of it drawn."""
+    from twgrpo.run.findings import finding
+    record = {"checks": [{"findings": [{"id": f"POST-E{n:03d}", "obj": "o", "message": "m"}
+                                       for n in range(21) for _ in range(10)]}]}
+    shown, counts = runview.collect_findings({"postflight": record},
+                                             [finding("RPT-E002", "inputs.json", "cannot be read")])
+    assert len(shown) == runview.MAX_FINDINGS + 1 and shown[-1][1].id == "RPT-E002"
+    view = types.SimpleNamespace(findings=shown, finding_counts=counts)
+    groups = runview.RunView.finding_groups(view)
+    last = next(g for g in groups if g.id == "POST-E020")
+    assert (last.shown, last.total) == ([], 10)
+    assert runview.RunView.unshown(last, 0) == (
+        "postflight: (POST-E020) 10 not shown (the report shows the records' first 200 findings) "
+        "in verification.json")
+    assert runview.RunView.finding_total(view) == 211
+
+
+def test_many_ids_in_a_record_hide_neither_the_reports_own_findings_nor_an_id(run, capsys):
+    record = json.loads((run / "verification.json").read_text())
+    record["checks"][0]["findings"] = [{"id": f"POST-E{n:03d}", "obj": "o", "message": "m", "hint": "h"}
+                                       for n in range(21) for _ in range(10)]
+    (run / "verification.json").write_text(json.dumps(record))
+    shutil.rmtree(run / "tensorboard")  # the report's own finding: no charts
+    code, out, text = report(run, capsys)
+    assert code == 0
+    assert "(RPT-E005)" in out and "RPT-E005" in text
+    assert "POST-E020</span> × 10" in text and "10 not shown" in text

@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=74700d468a013f11c6a5c8a9486b8802bc4e56facc53fb25f001f3793f8a09ea
+readonly BUNDLE_SUMS_SHA256=beb14495e155666b924adea120d6ff80637f8f6235d2cb124443c169e56a9bd8
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

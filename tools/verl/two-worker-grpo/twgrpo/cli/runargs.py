@@ -24,8 +24,7 @@ def run_folder(args: argparse.Namespace) -> RunFolder:
         raise UsageError(f"no RUN_ID given: make {args.phase} RUN_ID=<run> (make runs lists "
                          "them; or --run-id RUN_ID)")
     if args.output_dir is not None:
-        # absolute, so that `.` or `..` names its run (the RUN_ID is the folder's name)
-        output_dir = Path(os.path.abspath(args.output_dir))
+        output_dir = logical_absolute(args.output_dir)  # `.` and `..` name their run too
         if run_id is not None and checked_run_id(run_id) != output_dir.name:
             raise UsageError(f"--run-id {run_id} and --output-dir {args.output_dir} name two runs: "
                              "pass the run folder alone, or --storage-root with --run-id")
@@ -34,6 +33,18 @@ def run_folder(args: argparse.Namespace) -> RunFolder:
         raise UsageError("name the run: --output-dir RUN_FOLDER, or --storage-root ROOT --run-id "
                          f"RUN_ID (make {args.phase} RUN_ID=<run>)")
     return RunFolder(refuse_symlinked(RunFolder.at(args.storage_root, run_id).path))
+
+
+def logical_absolute(path: Path) -> Path:
+    """path made absolute as the shell sees it: from $PWD when that is this process's folder
+    (os.getcwd() has no symlinks), so that `.` inside a symlinked run folder still ends in the
+    link, which refuse_symlinked refuses; `..` is taken as the shell's cd takes it."""
+    base = os.environ.get("PWD", "")
+    try:
+        logical = os.path.isabs(base) and os.path.samefile(base, ".")
+    except OSError:
+        logical = False
+    return Path(os.path.normpath(os.path.join(base if logical else os.getcwd(), path)))
 
 
 def sized(profile: Profile, args: argparse.Namespace) -> Profile:

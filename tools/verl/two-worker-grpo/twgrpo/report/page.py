@@ -12,7 +12,7 @@ from . import nodegrid, svg
 from ..run.humane import duration, number, size, topology, when
 from . import lineage_page
 from .reference import reference_line
-from .runview import KEY_SCALARS, RunView
+from .runview import KEY_SCALARS, MAX_FINDINGS, RunView
 from .style import CSS
 from .svg import text
 from ..run.runfolder import RunFolder
@@ -202,17 +202,18 @@ def _findings(view: RunView) -> str:
                 f"{text(view.verdict.summary, 600)}</p>")
     if not view.findings:
         return '<p class="ok-line">No findings: every check passed and every record was readable.</p>'
-    out = []
-    for group in view.finding_groups():  # the first few of each id, its hint once
-        first = group.shown[0]
+    out, groups = [], view.finding_groups()
+    for group in groups[:MAX_FINDINGS]:  # the first few of each id, its hint once
         items = "".join(f"<div>{text(view.shown(f.obj), 160)}: {text(f.message, 1200)}</div>"
                         for f in group.shown)
-        more = (f'<div class="sub">... and {group.more:,} more like these: '
-                f"{text(view.record_of(group.where))} has all {group.total:,}</div>" if group.more else "")
+        more = f'<div class="sub">{text(view.unshown(group, len(group.shown)))}</div>' if group.more else ""
         count = f" × {group.total:,}" if group.total > 1 else ""
-        out.append(f'<div class="finding {text(first.level)}"><span class="id">{text(group.id)}</span>'
-                   f'{count} <span class="mono">{text(group.where)}</span>{items}{more}'
-                   f'<div class="hint">What to do: {text(group.hint, 600)}</div></div>')
+        hint = f'<div class="hint">What to do: {text(group.hint, 600)}</div>' if group.hint else ""
+        out.append(f'<div class="finding {group.level}"><span class="id">{text(group.id)}</span>'
+                   f'{count} <span class="mono">{text(group.where)}</span>{items}{more}{hint}</div>')
+    if len(groups) > MAX_FINDINGS:
+        out.append(f'<p class="sub">... and {len(groups) - MAX_FINDINGS:,} more kinds of finding, '
+                   "not drawn: the phases' records have them</p>")
     return "".join(out)
 
 

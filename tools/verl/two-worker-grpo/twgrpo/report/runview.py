@@ -65,8 +65,9 @@ class RunView:
     reference: Optional[Tuple[str, Dict[str, List[Tuple[int, float]]]]] = None  # reference.py
 
     def add_findings(self, phase: str, found: List[Finding]) -> None:
+        """The report's own findings (never cut by MAX_FINDINGS: a reader raises a few)."""
         for parsed in found:
-            take_finding(self.findings, self.finding_counts, phase, parsed)
+            take_finding(self.findings, self.finding_counts, phase, parsed, cap=None)
 
     def finding_groups(self) -> List[findinggroups.Group]:
         return findinggroups.grouped(self.findings, self.finding_counts)
@@ -75,9 +76,15 @@ class RunView:
         return sum(self.finding_counts.values())
 
     @staticmethod
-    def record_of(phase: str) -> str:
-        """Where all of a phase's findings are: its JSON record (the report's own: this report)."""
-        return dict(PHASE_RECORDS + (("resume", NAME.resume_json),)).get(phase, "this report")
+    def unshown(group: findinggroups.Group, shown: int) -> str:
+        """The words for a group's findings past its first ``shown``: how many, and the record
+        they were read from (none for the report's own)."""
+        record = dict(PHASE_RECORDS + (("resume", NAME.resume_json),)).get(group.where)
+        at = f" in {record}" if record else ""
+        if not shown:
+            return (f"{group.where}: ({group.id}) {group.total:,} not shown (the report shows the "
+                    f"records' first {MAX_FINDINGS} findings){at}")
+        return f"... and {group.total - shown:,} more ({group.id}) like these{at}"
 
     def notes(self) -> List[str]:
         return expected_zeros(self)
@@ -246,8 +253,9 @@ def rollout_samples(run_dir: Path, problems: List[Finding],
 
 def collect_findings(records: Dict[str, Dict[str, Any]],
                      own: List[Finding]) -> Tuple[List[Tuple[str, Finding]], Dict[Key, int]]:
-    """The findings the report shows, (phase, finding): the first SHOWN of each phase's id and
-    at most MAX_FINDINGS in all; and how many each phase's id has, every one counted."""
+    """The findings the report shows, (phase, finding): the first SHOWN of each phase's id,
+    at most MAX_FINDINGS from the records and all of its own; and how many each phase's id has
+    (every one the record readers read)."""
     found: List[Tuple[str, Finding]] = []
     counts: Dict[Key, int] = {}
     for phase, record in records.items():
@@ -257,16 +265,17 @@ def collect_findings(records: Dict[str, Dict[str, Any]],
                 if parsed:
                     take_finding(found, counts, phase, parsed)
     for parsed in own:
-        take_finding(found, counts, "report", parsed)
+        take_finding(found, counts, "report", parsed, cap=None)
     return found, counts
 
 
 def take_finding(found: List[Tuple[str, Finding]], counts: Dict[Key, int], phase: str,
-                 parsed: Finding) -> None:
-    """Count parsed, and keep it among found while its phase's id has fewer than SHOWN there."""
+                 parsed: Finding, cap: Optional[int] = MAX_FINDINGS) -> None:
+    """Count parsed, and keep it among found while its phase's id has fewer than SHOWN there
+    and found has fewer than cap (None: the report's own, a few, always kept)."""
     key = (phase, parsed.id)
     counts[key] = counts.get(key, 0) + 1
-    if counts[key] <= findinggroups.SHOWN and len(found) < MAX_FINDINGS:
+    if counts[key] <= findinggroups.SHOWN and (cap is None or len(found) < cap):
         found.append((phase, parsed))
 
 

@@ -64,13 +64,14 @@ def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]
     for note in view.notes():
         lines.append(f"  note      {note}")
     total, groups = view.finding_total(), view.finding_groups()
+    # the report's own first (what it could not read), so that many ids in a record never hide them
+    groups = [g for g in groups if g.where == "report"] + [g for g in groups if g.where != "report"]
     lines.append(f"  findings  {total:,}" if total else "  findings  none")
     for group in groups[:GROUPS]:  # a few of each id, its hint once (run/findinggroups.py)
         lines += [f"    {group.where}: {view.shown(f.obj)}: ({f.id}) {f.message}"
                   for f in group.shown[:SHOWN]]
-        if group.total > SHOWN:
-            lines.append(f"    ... and {group.total - SHOWN:,} more ({group.id}) like these: "
-                         f"{view.record_of(group.where)} has all {group.total:,}")
+        if group.total > min(SHOWN, len(group.shown)):
+            lines.append(f"    {view.unshown(group, min(SHOWN, len(group.shown)))}")
         if group.hint:
             lines.append(f"        HINT: {group.hint}")
     if len(groups) > GROUPS:

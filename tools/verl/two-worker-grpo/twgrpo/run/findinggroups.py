@@ -26,13 +26,18 @@ class Group:
 
     @property
     def hint(self) -> str:
-        return self.shown[0].hint if self.shown else ""
+        return next((f.hint for f in self.shown if f.hint), "")
+
+    @property
+    def level(self) -> str:
+        return "warning" if "-W" in self.id else "error"
 
 
 def grouped(items: Iterable[Tuple[str, Any]], totals: Optional[Dict[Key, int]] = None,
             shown: int = SHOWN) -> List[Group]:
     """items, (where, finding) in order, as groups in the order of their first finding. totals
-    gives a group's full count where the reader kept only its first findings (the report)."""
+    gives every group's count where the reader kept only the first findings (the report): a
+    group none of whose findings was kept is there too, with none shown."""
     groups: Dict[Key, Group] = {}
     for where, found in items:
         group = groups.get((where, found.id))
@@ -41,11 +46,9 @@ def grouped(items: Iterable[Tuple[str, Any]], totals: Optional[Dict[Key, int]] =
         group.total += 1
         if len(group.shown) < shown:
             group.shown.append(found)
-    for key, group in groups.items():
-        group.total = max(group.total, (totals or {}).get(key, 0))
+    for key, total in (totals or {}).items():
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = Group(key[0], key[1], [], 0)
+        group.total = max(group.total, total)
     return list(groups.values())
-
-
-def more_line(group: Group, where_all: str) -> str:
-    """The line that stands for a group's findings not shown, naming where all of them are."""
-    return f"... and {group.more:,} more ({group.id}) like these: {where_all} has all {group.total:,}"

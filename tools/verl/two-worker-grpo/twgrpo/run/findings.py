@@ -154,17 +154,21 @@ def run_checks(phase: str, checks: Sequence[Check], ctx: Any,
     return list(results.values())
 
 
-def print_findings(results: Sequence[CheckResult], out: Optional[TextIO] = None) -> None:
+def print_findings(results: Sequence[CheckResult], out: Optional[TextIO] = None,
+                   kept_in: Optional[str] = None) -> None:
     """Each check's findings by id: the first few of an id, then a count of the rest and the
-    id's hint once (findinggroups.py); --format json and the phase's record keep every one."""
+    id's hint once (findinggroups.py). --format json keeps every one, and so does the phase's
+    record, kept_in, where one is written."""
     out = out or sys.stdout
     findingsout.note_results(results)
+    where_all = f"{kept_in} and --format json list" if kept_in else "--format json lists"
     for result in results:
         for group in findinggroups.grouped((result.name, f) for f in result.findings):
             for f in group.shown:
                 print(f"{f.obj}: ({f.id}) {f.message}", file=out)
             if group.more:
-                print(findinggroups.more_line(group, "the phase's JSON record"), file=out)
+                print(f"... and {group.more:,} more ({group.id}) like these: {where_all} all "
+                      f"{group.total:,}", file=out)
             if group.hint:
                 print(f"    HINT: {group.hint}", file=out)
 
