@@ -155,13 +155,12 @@ def run_checks(phase: str, checks: Sequence[Check], ctx: Any,
 
 
 def print_findings(results: Sequence[CheckResult], out: Optional[TextIO] = None,
-                   kept_in: Optional[str] = None) -> None:
+                   where_all: str = "--format json lists") -> None:
     """Each check's findings by id: the first few of an id, then a count of the rest and the
-    id's hint once (findinggroups.py). --format json keeps every one, and so does the phase's
-    record, kept_in, where one is written."""
+    id's hint once (findinggroups.py); where_all says what keeps every one: the phase's record
+    where one is written, --format json where the phase takes it (findingsout.PHASES)."""
     out = out or sys.stdout
     findingsout.note_results(results)
-    where_all = f"{kept_in} and --format json list" if kept_in else "--format json lists"
     for result in results:
         for group in findinggroups.grouped((result.name, f) for f in result.findings):
             for f in group.shown:

@@ -17,7 +17,8 @@ def run_phase(phase: str, header: str, checks: Sequence[Check], ctx: Any,
     Returns the exit code (0 passed, 1 failed) and the results."""
     print(f"{phase}: {header}", flush=True)
     results = run_checks(phase, checks, ctx)
-    print_findings(results, kept_in=record_path.name if record_path is not None else None)
+    print_findings(results, where_all=f"{record_path.name} and --format json list"
+                   if record_path is not None else "--format json lists")
     code = verdict(phase, results)
     if record_path is not None:
         # A failed record moves an earlier SUCCESS aside (runfolder.record_phase), so SUCCESS

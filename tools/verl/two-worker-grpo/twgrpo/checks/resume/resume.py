@@ -269,7 +269,7 @@ def run(folder: RunFolder, profile: Profile, storage_root: Path, resume_from: st
         except (OSError, ValueError) as exc:
             results.append(CheckResult("checkpoint-copy", [finding(
                 "RES-E022", str(ctx.earlier_dir), f"cannot copy the checkpoint into this run: {exc}")]))
-    print_findings(results)
+    print_findings(results, where_all=f"{folder.resume_json.name} lists")
     code = verdict("resume", results)
     if code == 0 and lineage is not None:
         record["resume"] = lineage
