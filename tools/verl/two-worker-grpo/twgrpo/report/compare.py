@@ -39,7 +39,9 @@ def load_view(storage_root: Path, run_id: str) -> runview.RunView:
         raise usage("CMP-E001", str(folder), "is not a run folder" + (
             " (a symbolic link)" if folder.is_symlink() else ""))
     problem = runrecord.profile_problem(folder)
-    view = runview.load(folder, run_id, {}, "?", problem)
+    # the run's recorded size sets what the report reads of it (run/budget.py), as make report's
+    recorded = {key: str(value) for key, value in runrecord.profile_values(folder).items()}
+    view = runview.load(folder, run_id, recorded, "?", problem)
     values = compare_facts.profile_values(view)
     view.profile = values
     view.profile_name = str(compare_facts.as_dict(view.run.get("profile")).get("name", "?"))[:80]
