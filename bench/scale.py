@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Summary: postflight, audit, report and runs on healthy synthesized runs from 2 x 2 to 2,048 x 8
-and to 100,000 steps: the status each view gives, and time and peak RSS as ratios to reading
-the run folder's files.
+"""Summary: postflight, audit, report, runs and compare on healthy synthesized runs from 2 x 2 to
+2,048 x 8 and to 100,000 steps: the status each view gives, and time and peak RSS as ratios to
+reading the run folder's files. compare reads the run and a hard-linked copy of it (exp-copy,
+made for it and removed after), so its figure is two runs' reading.
 
 Usage: bench/scale.py SCRATCH [--only NAME ...] [--bundle DIR]
 Cases (tests/lib/synthrun.py, kept under SCRATCH between calls): 2x2, 176x8, 1024x8,
@@ -19,6 +20,8 @@ and report <= 3x the floor each.
 """
 import argparse
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -115,6 +118,10 @@ def status_of(view: str, out: str) -> str:
         found = [line[len("run exp: "):].split(":")[0].split()[0] for line in lines
                  if line.startswith("run exp: ")]
         return found[0] if found else "?"
+    if view == "compare":  # "    verdict   SUCCESS | SUCCESS": one status when both say it
+        found = [line.split(None, 1)[1].split(" | ") for line in lines
+                 if line.split()[:1] == ["verdict"] and len(line.split()) > 1]
+        return found[0][0].strip() if found and len({v.strip() for v in found[0]}) == 1 else "?"
     found = [line.split()[-1] for line in lines if line.startswith("exp ")]
     return found[0] if found else "?"
 
@@ -147,15 +154,22 @@ def main() -> int:
         views = {"postflight": base + ["postflight", "--output-dir", run, "--profile", profile],
                  "audit": base + ["postflight", "--audit", "--output-dir", run, "--profile", profile],
                  "report": base + ["report", "--output-dir", run, "--profile", profile],
-                 "runs": base + ["runs", "--storage-root", root]}
+                 "runs": base + ["runs", "--storage-root", root],
+                 "compare": base + ["compare", "--storage-root", root, "--run-id", "exp",
+                                    "--against", "exp-copy"]}
         statuses = set()
         for view, command in views.items():
             results = []
+            if view == "compare":  # the run beside a copy of itself, its files hard links
+                shutil.rmtree(run.parent / "exp-copy", ignore_errors=True)
+                shutil.copytree(run, run.parent / "exp-copy", copy_function=os.link)
             for _ in range(args.repeat):
                 if view == "postflight":  # each run writes its records anew, as the first did
                     remove_records(run)
                 warm(root)
                 results.append(measure(command))
+            if view == "compare":
+                shutil.rmtree(run.parent / "exp-copy")
             view_statuses = {status_of(view, result["out"]) for result in results}
             statuses |= view_statuses
             status = "/".join(sorted(view_statuses))
