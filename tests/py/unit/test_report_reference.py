@@ -53,3 +53,18 @@ def test_a_resumed_reference_is_drawn_from_step_1_with_its_parents_steps(volume,
     _, page = report(capsys, root, TWO_HOST, "--reference", RESUMED)
     charts = page.count('<figure class="chart')
     assert page.count("<title>reference step 1: ") == page.count("<title>reference step 2: ") == charts
+
+
+def test_a_longer_reference_is_read_to_its_own_size(tmp_path, capsys, monkeypatch):
+    """A 40-step reference whose event file is over what 2 steps allow is read within the
+    budget of its own recorded steps, as its own report reads it."""
+    import synthrun
+    from twgrpo.report import runview
+    long, _ = synthrun.healthy_run(tmp_path, 2, 2, steps=40, run_id="long")
+    synthrun.healthy_run(tmp_path, 2, 2, run_id="short")
+    size = sum(p.stat().st_size for p in (long / "tensorboard").rglob("*") if p.is_file())
+    monkeypatch.setattr(runview, "EVENT_BYTES_BASE", 0)
+    monkeypatch.setattr(runview, "EVENT_BYTES_PER_STEP", size // 20)  # 40 steps: twice its size
+    out, page = report(capsys, tmp_path, "short", "--reference", "long")
+    assert "RPT-E450" not in out and "reference long" in out
+    assert 'class="reference"' in page

@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=ccb3fed92d14125f8d2daf005e1fe039fbdbc076459ebe5150fdd2575bcca4c7
+readonly BUNDLE_SUMS_SHA256=899b760d716b1424c653f3896b8ee35370898d3502ea00e79fbae04c8092e095
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from ..run.findings import Finding, finding
-from ..run import runid
+from ..run import runid, runrecord
 from . import lineage as lineage_view
 from .svg import text
 
@@ -40,7 +40,7 @@ def load(view, name: Optional[str]) -> List[Finding]:
             return []
         return [finding("RPT-E450", ref_id, f"{folder} is not a run folder beside this run")]
     problems: List[Finding] = []
-    series, _ = scalar_series(folder, problems)
+    series, _ = scalar_series(folder, problems, runrecord.size(folder))  # the reference's own size
     if not series:
         why = problems[0].message if problems else "no scalar"
         return [finding("RPT-E450", ref_id, f"its scalars cannot be drawn: {why}")]
