@@ -248,14 +248,17 @@ def test_a_folder_without_run_json_cannot_be_called_the_same(volume, capsys):
 
 
 def test_a_run_larger_than_the_tutorial_is_read_to_its_own_size(tmp_path, capsys):
-    """Two healthy 16 x 8 runs: compare reads each as make report does, within the budget of
-    the run's recorded size, so no cap finding (RPT-E022: 128 ranks' shards) is raised."""
+    """Two healthy 17 x 8 runs: compare reads each as make report does, within the budget of
+    the run's recorded size, so no cap finding (RPT-E022: 136 ranks' shards) is raised; their
+    ranks per node are told as one run of eights."""
     import synthrun
     for run_id in ("a", "b"):
-        run, profile = synthrun.healthy_run(tmp_path, 16, 8, run_id=run_id)
+        run, profile = synthrun.healthy_run(tmp_path, 17, 8, run_id=run_id)
         assert main(["postflight", "--output-dir", str(run), "--profile", str(profile)]) == 0
     capsys.readouterr()
     code, data, _ = compare(capsys, tmp_path, "b", "a")
     assert code == 0
     assert next(r for r in data["how_it_went"] if r["what"] == "verdict")["values"] == ["SUCCESS", "SUCCESS"]
     assert data["read_problems"] == []
+    ranks = next(f for f in data["what_ran"] if f["what"] == "ranks per node (training.log)")
+    assert ranks["values"] == ["8 (x17)", "8 (x17)"]

@@ -11,7 +11,7 @@ import dataclasses
 import math
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..run.humane import duration, number, size
+from ..run.humane import duration, number, repeats, size
 from ..run.profile_keys import DEFAULTS
 from ..run.runfolder import runs_dir
 from .runview import RunView
@@ -123,7 +123,8 @@ def _ranks_per_node(view: RunView) -> Optional[str]:
     for actor in view.actors:
         key = str(actor.get("node_id") or actor.get("hostname") or "?")
         counts[key] = counts.get(key, 0) + 1
-    return " + ".join(str(counts[k]) for k in sorted(counts, key=lambda k: -counts[k]))
+    ordered = sorted(counts.values(), reverse=True)  # past 16 nodes, each run once: 8 (x2048)
+    return " + ".join(map(str, ordered)) if len(ordered) <= 16 else repeats(ordered)
 
 
 def _transport(view: RunView) -> Optional[str]:
