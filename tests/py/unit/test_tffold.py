@@ -30,9 +30,9 @@ def canonical(value):
 def views_read(folder, views, envelopes):
     """Each view's fields; a tag's bucket width and stride are looked up, never walked (the
     first doubling of each may come in another tag order), so those two compare as sets."""
-    return [{name: canonical(getattr(s, name)) for name in FIELDS}
-            | {name: sorted(getattr(s, name).items()) for name in ("width", "stride")}
-            | {"problems": [vars(p) for p in s.problems]}
+    return [{**{name: canonical(getattr(s, name)) for name in FIELDS},
+             **{name: sorted(getattr(s, name).items()) for name in ("width", "stride")},
+             "problems": [vars(p) for p in s.problems]}
             for s in tfevents.load_views(folder, views, envelopes=envelopes)]
 
 
