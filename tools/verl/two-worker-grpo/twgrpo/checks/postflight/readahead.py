@@ -75,9 +75,10 @@ class Task:
 
 def answers(tasks: List[Task]) -> List[Any]:
     """Every task's answer, in order: first the tasks no worker has begun are run here, from
-    the last (workers take them from the first, so the ones before a begun task are begun)."""
+    the last (workers take them from the first, so the ones before a begun task are begun);
+    those answered already are passed over."""
     for task in reversed(tasks):
-        if not task.take_back():
+        if not task.has and not task.take_back():
             break
     return [task.answer() for task in tasks]
 
