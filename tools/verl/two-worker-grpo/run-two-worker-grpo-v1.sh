@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=7274119d86352ccf23b88c67eae8f5dc4899a10bb94a8a21fa5f7082d46b8459
+readonly BUNDLE_SUMS_SHA256=4880d7ea3ed94382d3916f8113d6409489d3e6f1966a8492f5f0d80418ff9a2f
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

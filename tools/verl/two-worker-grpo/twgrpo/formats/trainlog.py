@@ -31,7 +31,7 @@ from .trainlines import (ANCHORED, FATAL_SAMPLES, KEEP, LOAD_FOLDERS, SEARCHES, 
 from .trainshape import Shapes
 
 __all__ = ["FATAL_SAMPLES", "KEEP", "MAX_LINE", "VALIDATED", "InitEvent", "LogScan", "Transport",
-           "join", "merged", "scan_log", "scan_range"]
+           "join", "join_or_scan", "merged", "scan_log", "scan_range"]
 
 BLOCK = 8 << 20
 SEGMENT = 64 << 20
@@ -235,8 +235,7 @@ def scan_log(path: str, jobs: Optional[int] = None, max_line: Optional[int] = No
         parts = list(pool.map(scan_range, [path] * len(ranges), [b for b, _ in ranges],
                               [e for _, e in ranges], [max_line] * len(ranges),
                               [keep] * len(ranges)))
-    joined = join(parts, keep)
-    return joined if joined is not None else scan_range(path, 0, size, max_line, keep)
+    return join_or_scan(parts, path, size, max_line, keep)
 
 
 def cores() -> int:
@@ -268,6 +267,14 @@ def join(parts: List[LogScan], keep: Optional[int] = None) -> Optional[LogScan]:
     if any(scan.dropped or len(scan.load_folders) >= LOAD_FOLDERS for scan in parts + [total]):
         return None
     return total
+
+
+def join_or_scan(parts: List[LogScan], path: str, size: int, max_line: Optional[int] = None,
+                 keep: Optional[int] = None) -> LogScan:
+    """The segments' scans joined, or, where join refuses, the file's ``size`` bytes scanned
+    in one pass."""
+    joined = join(parts, keep)
+    return joined if joined is not None else scan_range(path, 0, size, max_line, keep)
 
 
 def merged(parts: List[LogScan], keep: Optional[int] = None) -> LogScan:

@@ -99,9 +99,8 @@ class PostflightContext:
             path = str(self.training_log)
             size = os.path.getsize(path)
             if self.log_ahead and size == self.log_cut_at:
-                self._scan = trainlog.join(readahead.answers(self.log_ahead), keep)
-                if self._scan is None:  # past the budget: one pass (trainlog.join says why)
-                    self._scan = trainlog.scan_range(path, 0, size, None, keep)
+                self._scan = trainlog.join_or_scan(readahead.answers(self.log_ahead), path, size,
+                                                   keep=keep)
             else:
                 self._scan = trainlog.scan_log(path, keep=keep)
         return self._scan
