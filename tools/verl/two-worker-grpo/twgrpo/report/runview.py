@@ -35,6 +35,7 @@ MAX_SAMPLES = 4          # rollout rows shown per step
 MAX_SAMPLE_CHARS = 600   # characters of a prompt or response shown
 MAX_ROLLOUT_ROWS = 20000  # rows read per rollout file for its score summary, or twice a step's
 MAX_FINDINGS = 200
+RECORD_OF = dict(PHASE_RECORDS + (("resume", NAME.resume_json),))  # a phase's findings' record
 BEFORE_TRAINING = ("resume", "inputs", "preflight")  # launcher phases that end before verl starts
 MAX_EVENT_FILES = 256    # event files charted; more are left to TensorBoard
 # The rest is the run's own size times a budget per item (run/budget.py):
@@ -79,7 +80,7 @@ class RunView:
     def unshown(group: findinggroups.Group, shown: int) -> str:
         """The words for a group's findings past its first ``shown``: how many, and the record
         they were read from (none for the report's own)."""
-        record = dict(PHASE_RECORDS + (("resume", NAME.resume_json),)).get(group.where)
+        record = RECORD_OF.get(group.where)
         at = f" in {record}" if record else ""
         if not shown:
             return (f"{group.where}: ({group.id}) {group.total:,} not shown (the report shows the "

@@ -68,10 +68,10 @@ def summary_lines(view: runview.RunView, html_path: Optional[Path]) -> List[str]
     groups = [g for g in groups if g.where == "report"] + [g for g in groups if g.where != "report"]
     lines.append(f"  findings  {total:,}" if total else "  findings  none")
     for group in groups[:GROUPS]:  # a few of each id, its hint once (run/findinggroups.py)
-        lines += [f"    {group.where}: {view.shown(f.obj)}: ({f.id}) {f.message}"
-                  for f in group.shown[:SHOWN]]
-        if group.total > min(SHOWN, len(group.shown)):
-            lines.append(f"    {view.unshown(group, min(SHOWN, len(group.shown)))}")
+        shown = group.shown[:SHOWN]
+        lines += [f"    {group.where}: {view.shown(f.obj)}: ({f.id}) {f.message}" for f in shown]
+        if group.total > len(shown):
+            lines.append(f"    {view.unshown(group, len(shown))}")
         if group.hint:
             lines.append(f"        HINT: {group.hint}")
     if len(groups) > GROUPS:

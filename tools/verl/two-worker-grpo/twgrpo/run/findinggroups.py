@@ -30,7 +30,12 @@ class Group:
 
     @property
     def level(self) -> str:
-        return "warning" if "-W" in self.id else "error"
+        return level(self.id)
+
+
+def level(fid: str) -> str:
+    """A finding id's level: -W ids warn, every other fails its phase."""
+    return "warning" if "-W" in fid else "error"
 
 
 def grouped(items: Iterable[Tuple[str, Any]], totals: Optional[Dict[Key, int]] = None,

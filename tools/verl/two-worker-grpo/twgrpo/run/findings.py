@@ -39,7 +39,7 @@ class Finding:
 
     @property
     def level(self) -> str:
-        return "warning" if "-W" in self.id else "error"
+        return findinggroups.level(self.id)
 
     def to_json(self) -> Dict[str, Any]:
         return {"id": self.id, "level": self.level, "obj": self.obj, "message": self.message,
