@@ -270,6 +270,14 @@ def test_dot_inside_a_symlinked_run_folder_is_refused_as_the_link_is(tmp_path, m
     assert postflight("..") == 2
 
 
+@pytest.mark.parametrize("pwd", ["/" + "a" * 5000, "relative/x", "/nonexistent", "/", ""])
+def test_a_pwd_that_is_not_this_folder_is_not_taken_for_it(tmp_path, monkeypatch, pwd):
+    from twgrpo.cli.runargs import logical_absolute
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PWD", pwd)
+    assert logical_absolute(".") == tmp_path.resolve()
+
+
 def test_missing_training_log_skips_the_log_checks(tmp_path, capsys):
     run = make(tmp_path)
     (run / "training.log").unlink()
