@@ -6,7 +6,7 @@ import math
 from typing import List, Optional, Sequence, Tuple
 
 from ..run.humane import number
-from .svg import BAD, GRID, LINE, MUTED, text
+from .svg import BAD, GRID, LINE, MUTED, axis_labels, scale, text
 
 # The run first (solid blue), then each reference (dashed, its own colour).
 COLOURS = (LINE, "#ea580c", "#7c3aed", "#0d9488", "#be185d", "#4d7c0f", "#a16207", "#475569", "#0369a1")
@@ -19,19 +19,6 @@ def colour(index: int) -> str:
 
 def _finite(points: Points) -> List[Tuple[int, float]]:
     return [(s, v) for s, v in points if math.isfinite(v)]
-
-
-def _scale(lo: float, hi: float, a: float, b: float):
-    span = hi - lo
-    return lambda v: a + (b - a) * ((v - lo) / span if span else 0.5)
-
-
-def _labels(values: Sequence[float]) -> List[str]:
-    for digits in range(3, 9):
-        labels = [number(v, digits) for v in values]
-        if len(set(labels)) == len(labels):
-            return labels
-    return labels
 
 
 def chart(series: Sequence[Tuple[str, Points]], width: int = 300, height: int = 160,
@@ -52,9 +39,9 @@ def chart(series: Sequence[Tuple[str, Points]], width: int = 300, height: int = 
     if lo == hi:
         pad = abs(lo) * 0.5 or 1.0
         lo, hi = lo - pad, hi + pad
-    x = _scale(min(steps), max(steps), left + 6, width - right - 6)
-    y = _scale(lo, hi, height - bottom - 6, top + 6)
-    for value, label in zip(ticks, _labels(ticks)):
+    x = scale(min(steps), max(steps), left + 6, width - right - 6)
+    y = scale(lo, hi, height - bottom - 6, top + 6)
+    for value, label in zip(ticks, axis_labels(ticks)):
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
                    f'stroke="{GRID}" stroke-dasharray="3 3"/><text x="{left - 6}" '
                    f'y="{y(value) + 4:.1f}" text-anchor="end" font-size="11" fill="{MUTED}">'

@@ -24,12 +24,12 @@ def text(value: Any, limit: int = 200) -> str:
     return html.escape(_CONTROL.sub("\ufffd", raw), quote=True)
 
 
-def _scale(lo: float, hi: float, a: float, b: float):
+def scale(lo: float, hi: float, a: float, b: float):
     span = hi - lo
     return lambda v: a + (b - a) * ((v - lo) / span if span else 0.5)
 
 
-def _labels(values: Sequence[float]) -> List[str]:
+def axis_labels(values: Sequence[float]) -> List[str]:
     """Axis labels with as many digits as it takes to tell them apart (6.206 vs 6.206...)."""
     for digits in range(3, 9):
         labels = [number(v, digits) for v in values]
@@ -60,9 +60,9 @@ def line_chart(points: Sequence[Tuple[int, float]], width: int = 300, height: in
     if lo == hi:  # a flat line sits in the middle, labelled with its value
         pad = abs(lo) * 0.5 or 1.0
         lo, hi = lo - pad, hi + pad
-    x = _scale(min(steps), max(steps), left + 6, width - right - 6)
-    y = _scale(lo, hi, height - bottom - 6, top + 6)
-    for value, label in zip(ticks, _labels(ticks)):
+    x = scale(min(steps), max(steps), left + 6, width - right - 6)
+    y = scale(lo, hi, height - bottom - 6, top + 6)
+    for value, label in zip(ticks, axis_labels(ticks)):
         py = y(value)
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{py:.1f}" y2="{py:.1f}" '
                    f'stroke="{GRID}" stroke-dasharray="3 3"/><text x="{left - 6}" y="{py + 4:.1f}" '
