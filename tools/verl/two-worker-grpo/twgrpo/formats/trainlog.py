@@ -25,6 +25,7 @@ from bisect import bisect_right
 from concurrent.futures import ProcessPoolExecutor
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from . import pools
 from .lines import open_regular
 from .trainlines import (ANCHORED, FATAL_SAMPLES, KEEP, LOAD_FOLDERS, SEARCHES, VALIDATED, InitEvent,
                          LogScan, Transport, _parse_line)
@@ -227,20 +228,18 @@ def scan_range(path: str, begin: int, end: int, max_line: Optional[int] = None,
 def scan_log(path: str, jobs: Optional[int] = None, max_line: Optional[int] = None,
              keep: Optional[int] = None) -> LogScan:
     size = os.path.getsize(path)
-    jobs = jobs or min(cores(), 8)
+    jobs = jobs or min(pools.cores(), 8)
     ranges = plan(size, jobs)
     if len(ranges) == 1:
         return scan_range(path, 0, size, max_line, keep)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs)
+    try:
         parts = list(pool.map(scan_range, [path] * len(ranges), [b for b, _ in ranges],
                               [e for _, e in ranges], [max_line] * len(ranges),
                               [keep] * len(ranges)))
+    finally:
+        pools.stop(pool)
     return join_or_scan(parts, path, size, max_line, keep)
-
-
-def cores() -> int:
-    """The cores this process may run on (a container's CPU set, not the host's count)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def plan(size: int, jobs: int) -> List[Tuple[int, int]]:

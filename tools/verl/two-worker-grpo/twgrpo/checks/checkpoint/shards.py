@@ -19,8 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
-from ...formats import torchzip, trainlog
-from ...run import pools
+from ...formats import pools, torchzip
 from .progress import Progress
 
 Problem = Optional[Tuple[str, str]]  # None, or (missing | damaged | layout, what is wrong)
@@ -140,7 +139,7 @@ def _spans(path: str, spans: list) -> Problem:
 
 def workers(jobs: int) -> int:
     """Processes to use: one a core, as many as the available memory allows, at most one a job."""
-    return max(1, min(trainlog.cores(), jobs, _available_memory() // WORKER_MEMORY))
+    return max(1, min(pools.cores(), jobs, _available_memory() // WORKER_MEMORY))
 
 
 def _available_memory() -> int:
@@ -246,8 +245,10 @@ class Parallel:
 
     def collect_workers(self) -> Dict[Any, Tuple[Problem, int]]:
         """The verdicts of the files the workers checked: all but those take_back() took."""
-        with self.pool:
+        try:
             return self._collect()
+        finally:
+            pools.stop(self.pool)
 
     def take_back(self) -> Dict[Any, Tuple[Problem, int]]:
         """Check here, from the last, the batches no worker has begun, until one has (the rest

@@ -15,7 +15,7 @@ from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 from typing import Any, Callable, List, Optional
 
 from ..checkpoint import ahead
-from ...run import pools
+from ...formats import pools
 
 OWN_WORKERS_STEPS = 1024  # a run of at least this many steps starts workers of its own
 OWN_WORKERS_BYTES = 8 << 20  # ... and so do event files (or a preflight.json) of this many bytes
