@@ -65,8 +65,8 @@ class Python38Manager:
             self._queue_management_thread.join()
 
 
-def stops_within(seconds, pool, futures=()):
-    stopping = threading.Thread(target=pools.stop, args=(pool, futures), daemon=True)
+def stops_within(seconds, pool, futures=(), wait=True):
+    stopping = threading.Thread(target=pools.stop, args=(pool, futures, wait), daemon=True)
     stopping.start()
     stopping.join(seconds)
     return not stopping.is_alive()
@@ -78,6 +78,17 @@ def test_a_38_manager_that_misses_shutdowns_wake_up_is_woken_until_it_ends():
     if not ended:
         pool.wakeup()  # free the thread left waiting before failing
     assert ended and pool._shutdown_thread and not pool._queue_management_thread.is_alive()
+
+
+def test_a_38_manager_is_woken_until_it_ends_by_a_stop_without_wait_too():
+    """3.8's shutdown(wait=False) closes the wake-up pipe at once: a manager thread still waiting
+    then is never woken again (nor joined by the exit handler, which fails first)."""
+    pool = Python38Manager()
+    ended = stops_within(10, pool, wait=False)
+    alive = pool._queue_management_thread.is_alive()
+    if alive:
+        pool.wakeup()
+    assert ended and not alive
 
 
 def test_a_pool_stopped_right_after_a_future_was_cancelled_stops():

@@ -6,7 +6,10 @@ shutdown's cancel_futures is Python 3.9's. On 3.8 the futures handed out are can
 cancelled future is never begun), and the pool's manager thread is woken until it ends: 3.8's
 can miss shutdown's one wake-up. Woken, it still holds the item of a future cancelled while it
 waited (so it does not end), drops that item on its next turn, then waits for a result that
-never comes (a stop right after a cancel hung 18 times in 30 on 3.8.18).
+never comes (a stop right after a cancel hung 18 times in 30 on 3.8.18). There a stop without
+wait waits for the manager thread all the same: 3.8's shutdown(wait=False) closes the wake-up
+pipe under a manager thread that may still need it, and its exit handler then fails before it
+joins the pool's threads.
 """
 from __future__ import annotations
 
@@ -23,14 +26,13 @@ def cores() -> int:
 
 def stop(pool: Any, futures: Iterable[Any] = (), wait: bool = True) -> None:
     """Stop the pool: what no worker has begun is dropped; with wait, return once the workers
-    have ended (a task a worker has begun is finished first)."""
+    have ended (a task a worker has begun is finished first; on 3.8 always, see above)."""
     try:
         pool.shutdown(wait=wait, cancel_futures=True)
     except TypeError:  # Python 3.8: no cancel_futures
         for future in futures:
             future.cancel()
-        if wait:
-            _wake_until_ended(pool)
+        _wake_until_ended(pool)
         pool.shutdown(wait=wait)
 
 
