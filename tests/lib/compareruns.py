@@ -10,7 +10,7 @@ from tbevents import write_events
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FRESH = next((FIXTURES / "real-smoke-run").glob("smoke-*")).name
 PARENT, RESUMED = sorted(p.name for p in (FIXTURES / "real-resume-run").glob("spot-*"))
-TWO_HOST = "smoke-2x1-20261204T185935Z-3140"
+TWO_HOST = "smoke-2x1-20261207T133403Z-3604"
 
 
 def storage_with_real_runs(root: Path) -> Path:
