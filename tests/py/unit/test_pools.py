@@ -2,8 +2,12 @@
 (formats/pools.py): there shutdown() has no cancel_futures, and postflight's close raised
 TypeError at its end; and there the pool's manager thread can miss shutdown's one wake-up, which
 hung postflight's close (and the unit suite) after a task was taken back."""
+import os
+import signal
 import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 from twgrpo.formats import pools
 
@@ -100,3 +104,29 @@ def test_a_pool_stopped_right_after_a_future_was_cancelled_stops():
         cancelled = pool.submit(int, "not begun")
         cancelled.cancel()  # what a task taken back does, as postflight ends
         assert stops_within(20, pool, [cancelled])
+
+
+def begin_then_sleep(marker):
+    open(marker, "w").close()
+    time.sleep(60)
+
+
+def test_a_pool_whose_worker_is_killed_while_it_stops_stops(tmp_path):
+    """The wake-ups end with the manager thread, which ends on a lost worker too: a worker
+    KILLed while stop waits for its task leaves no stop waiting."""
+    pool = ProcessPoolExecutor(max_workers=1)
+    marker = tmp_path / "begun"
+    running = pool.submit(begin_then_sleep, str(marker))
+    queued = pool.submit(abs, -2)
+    for _ in range(200):
+        if marker.exists():
+            break
+        time.sleep(0.05)
+    stopping = threading.Thread(target=pools.stop, args=(pool, [running, queued]), daemon=True)
+    stopping.start()
+    stopping.join(0.5)
+    assert stopping.is_alive()  # it waits for the task a worker has begun
+    for pid in list(pool._processes or {}):
+        os.kill(pid, signal.SIGKILL)
+    stopping.join(20)
+    assert not stopping.is_alive() and isinstance(running.exception(timeout=5), BrokenProcessPool)
