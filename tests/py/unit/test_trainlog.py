@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import synthrun
-from twgrpo.formats import causes, evidencemerge, trainlines, trainlog
+from twgrpo.formats import causes, evidencemerge, rankevidence, trainlines, trainlog
 
 REAL_LOG = next((Path(__file__).resolve().parents[2] / "fixtures" / "real-smoke-run").glob("smoke-*")) / "training.log"
 # the one rank's worker, as Ray's line prefix names it
@@ -47,6 +47,16 @@ def test_the_real_log_yields_its_rank_and_transport_evidence():
 
 def test_the_real_log_scans_like_the_line_by_line_reference():
     assert trainlog.scan_log(str(REAL_LOG)) == line_by_line(REAL_LOG)
+
+
+def test_rank_evidence_comes_back_from_a_worker_whole():
+    """A segment's scan is pickled back from its worker: each field of an init event and a
+    transport (every one distinct here) is where it was."""
+    import pickle
+    event = rankevidence.InitEvent("node-7", 4242, 3, 5, "1e0", 16, 4241, 99)
+    transport = rankevidence.Transport(["0"], {"10.0.0.7"}, {"IB"}, {"mlx5_0:1/IB"})
+    assert pickle.loads(pickle.dumps(event)) == event
+    assert pickle.loads(pickle.dumps(transport)) == transport
 
 
 @pytest.mark.parametrize("block,segment,jobs", [(1 << 12, 1 << 14, 1), (1 << 12, 1 << 14, 3),

@@ -12,6 +12,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from .causes import CAUSE_WORDS, classify
 from .evidencemerge import merge_evidence
+from .rankevidence import InitEvent, Transport
 
 FATAL_SAMPLES = 20
 CAUSE_SAMPLES = 5  # per cause
@@ -104,29 +105,6 @@ SEARCHED = (b"commId", b"Total training steps",  # no rare byte: a substring sea
             b"] Loaded ", b"Load from checkpoint folder")  # a resumed run's loads, whatever their paths
 KEYWORDS = SEARCHED + tuple(word for _, words in ANCHORED for word in words)
 SEARCHES = [re.compile(re.escape(word)) for word in SEARCHED]  # sre's literal scan is fastest
-
-
-@dataclasses.dataclass
-class InitEvent:
-    host: str
-    pid: int
-    cuda: int
-    nvml: int
-    bus: str
-    nranks: int
-    prefix_pid: Optional[int]
-    line: int
-
-    def placement(self) -> Tuple[str, int, int, int, str]:
-        return (self.host, self.pid, self.cuda, self.nvml, self.bus)
-
-
-@dataclasses.dataclass
-class Transport:
-    ib_disable: List[str] = dataclasses.field(default_factory=list)
-    socket_ips: Set[str] = dataclasses.field(default_factory=set)
-    networks: Set[str] = dataclasses.field(default_factory=set)
-    ib_devices: Set[str] = dataclasses.field(default_factory=set)  # "mlx5_0:1/IB"
 
 
 @dataclasses.dataclass

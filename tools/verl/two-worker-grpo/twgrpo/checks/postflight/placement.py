@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ...run import humane
 from ...run.findings import Finding, finding, mismatch
 from ...formats import bounded
-from ...formats.trainlines import Transport
+from ...formats.rankevidence import Transport
 from ...formats.trainlog import InitEvent, LogScan
 from ...run.runfolder import NAME
 
