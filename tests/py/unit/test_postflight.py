@@ -123,6 +123,17 @@ def second_comm_other_placement(run):
     log.write_text("".join(lines + extra))
 
 
+def complete_on_another_device(run):
+    """Rank 2's Init COMPLETE names another device than its START: two processes claim it."""
+    log = run / "training.log"
+    text = log.read_text()
+    complete = next(line for line in text.splitlines()
+                    if " rank 2 nranks " in line and line.endswith("Init COMPLETE"))
+    moved = re.sub(r"cudaDev (\d+) nvmlDev (\d+)", "cudaDev 9 nvmlDev 9", complete)
+    assert moved != complete
+    log.write_text(text.replace(complete, moved))
+
+
 def failed_preflight(run):
     path = run / "preflight.json"
     record = json.loads(path.read_text())
@@ -146,6 +157,7 @@ FAULTS = [
     ("NCCL WARN line", {"nccl_warn": True}, None, "POST-E002"),
     ("a rank missing COMPLETE", {"drop_complete": 3}, None, "POST-E008"),
     ("a duplicated rank", {"duplicate_rank": 1}, None, "POST-E009"),
+    ("a rank's COMPLETE on another device", {}, complete_on_another_device, "POST-E009"),
     ("3+1 ranks per node", {"per_node": [3, 1]}, None, "POST-E011"),
     ("IB not disabled", {"ib_value": "0"}, None, "POST-E013"),
     ("IB network used", {"network": "IB"}, None, "POST-E013"),

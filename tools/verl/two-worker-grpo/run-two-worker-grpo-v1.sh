@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=bf36d64f7e9e6c393fbe4b8b4b34dd81a6e95503a7927aefac010c8b8c4724f0
+readonly BUNDLE_SUMS_SHA256=8bca6a6a92bfff0512cd0d70a86f5cde39ea86dad00095d51d2619bc8e8eee7b
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -60,12 +60,16 @@ def comm_problems(comm: str, ranks: Dict[int, Dict[str, List[InitEvent]]],
     found = []
     for rank in range(world):
         phases = ranks.get(rank, {})
-        missing = [p for p in ("START", "COMPLETE") if not phases.get(p)]
-        if missing:
+        start, complete = phases.get("START"), phases.get("COMPLETE")
+        if not start or not complete:
+            missing = [p for p, events in (("START", start), ("COMPLETE", complete)) if not events]
             found.append(finding("POST-E008", f"commId {comm} rank {rank}",
                                  f"no Init {' or '.join(missing)} line for rank {rank} "
                                  f"of this world-size-{world} communicator"))
             continue
+        if len(phases) == 2 and len(start) == 1 and len(complete) == 1 and \
+                start[0].placement() == complete[0].placement():
+            continue  # the usual rank, one START and one COMPLETE: one process, without a set
         places = {e.placement() for events in phases.values() for e in events}
         if len(places) > 1:
             found.append(finding("POST-E009", f"commId {comm} rank {rank}",
@@ -112,6 +116,10 @@ def ib_problems(transport: Optional[Transport]) -> List[str]:
     return problems
 
 
+def _rank_obj(rank: int, event: InitEvent) -> str:
+    return f"rank {rank} ({event.host} pid {event.pid})"
+
+
 def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int,
                 gpus_per_node: int, nccl_transport: str = "socket") -> Tuple[List[Finding], Dict[str, Any]]:
     """Findings and the actor-placement record."""
@@ -142,39 +150,41 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
     # Ranks go to the GPU nodes; a CPU-only node (head or worker) is recorded, never counted.
     rows, counts = [], {w["node_id"]: 0 for w in workers.values() if w.get("gpu_node", True)}
     strangers: Dict[str, List[int]] = {}
+    full_mesh, gloo_of, transport_of = (world - 1, world - 1), scan.gloo, scan.transport
     for rank, event in enumerate(actors):
-        worker = workers.get(event.host)
-        obj = f"rank {rank} ({event.host} pid {event.pid})"
-        row = {"rank": rank, "hostname": event.host, "pid": event.pid, "cuda_dev": event.cuda,
+        host, event_pid = event.host, event.pid
+        worker = workers.get(host)
+        row = {"rank": rank, "hostname": host, "pid": event_pid, "cuda_dev": event.cuda,
                "nvml_dev": event.nvml, "bus_id": event.bus, "class_name": "WorkerDict"}
         rows.append(row)
         if worker is None:
-            strangers.setdefault(event.host, []).append(rank)
+            strangers.setdefault(host, []).append(rank)
             continue
-        row.update(node_id=worker["node_id"], node_ip=worker["node_ip"])
-        counts[worker["node_id"]] = counts.get(worker["node_id"], 0) + 1
-        pid = event.prefix_pid if event.prefix_pid is not None else event.pid
-        gloo = scan.gloo.get((pid, rank), set())
-        if (world - 1, world - 1) not in gloo:
-            found.append(finding("POST-E012", obj, f"no Gloo full-mesh line (connected to {world - 1} "
-                                 f"of {world - 1} peers); seen: {sorted(gloo) or 'none'}"))
+        node_id = row["node_id"] = worker["node_id"]
+        row["node_ip"] = worker["node_ip"]
+        counts[node_id] = counts.get(node_id, 0) + 1
+        pid = event.prefix_pid if event.prefix_pid is not None else event_pid
+        gloo = gloo_of.get((pid, rank), ())
+        if full_mesh not in gloo:
+            found.append(finding("POST-E012", _rank_obj(rank, event), f"no Gloo full-mesh line (connected "
+                                 f"to {world - 1} of {world - 1} peers); seen: {sorted(gloo) or 'none'}"))
         else:
             row["connected_peer_ranks"] = world - 1
-        transport = scan.transport.get((event.host, event.pid))
+        transport = transport_of.get((host, event_pid))
         if nccl_transport == "ib":
             if transport is not None and "Socket" in transport.networks:
-                fell_back.append(f"{rank} ({event.host})")
+                fell_back.append(f"{rank} ({host})")
                 continue
             problems = ib_problems(transport)
             if problems:
-                found.append(finding("POST-E151", obj, "; ".join(problems)))
+                found.append(finding("POST-E151", _rank_obj(rank, event), "; ".join(problems)))
             else:
                 row.update(nccl_transport="IB", rdma_disabled=False,
                            ib_devices=sorted(transport.ib_devices))
             continue
         problems = socket_problems(transport, worker["node_ip"])
         if problems:
-            found.append(finding("POST-E013", obj, "; ".join(problems)))
+            found.append(finding("POST-E013", _rank_obj(rank, event), "; ".join(problems)))
         else:
             row.update(nccl_transport="Socket", rdma_disabled=True)
     if strangers:  # one finding per unknown host; preflight's nodes named once
