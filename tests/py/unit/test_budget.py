@@ -52,6 +52,26 @@ def test_a_run_json_over_a_mebibyte_gives_its_size_from_the_profile_in_its_head(
         assert runrecord.size(tmp_path) == budget.Size()
 
 
+def test_without_a_readable_run_json_the_size_is_the_profile_postflight_recorded(tmp_path):
+    """verification.json holds the profile after its evidence: its last bytes are searched, at
+    any size; run.json's profile, where it can be read, comes first."""
+    from twgrpo.run.records import write_json
+    evidence = {"pad": ["x" * 100] * ((2 << 20) // 110)}  # the profile past the head's window
+    write_json(tmp_path / "verification.json", {"evidence": evidence, "profile": {
+        "name": "big", "values": {"NODES": "700", "GPUS_PER_NODE": "8"}}, "status": "passed"})
+    assert runrecord.size(tmp_path).ranks == 5600
+    (tmp_path / "run.json").write_text("{")  # unreadable: postflight's record still tells
+    assert runrecord.size(tmp_path).ranks == 5600
+    (tmp_path / "run.json").write_text(json.dumps({"profile": {"values": {"NODES": "8"}}}))
+    assert runrecord.size(tmp_path).nodes == 8
+    (tmp_path / "run.json").unlink()
+    # No profile in the tail (a hostile file of openings, or one past the window): the default.
+    for tail in (b'\n  "profile": {\n' * (200 << 10), b'\n  "profile": {\n    "values": {"NODES": "9"}\n  }'
+                 + b" " * (300 << 10)):
+        (tmp_path / "verification.json").write_bytes(b"{" + tail + b"\n}")
+        assert runrecord.size(tmp_path) == budget.Size()
+
+
 def test_a_rewritten_run_json_is_read_again(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps({"profile": {"values": {"NODES": "8"}}}))
     assert runrecord.size(tmp_path).nodes == 8

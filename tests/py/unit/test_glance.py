@@ -4,6 +4,7 @@ for healthy synthesized runs from 2 x 2 to 120 x 8 (records of 20 KiB to megabyt
 import contextlib
 import io
 import json
+import shutil
 
 import pytest
 import synthrun
@@ -101,6 +102,34 @@ def test_make_runs_says_success_like_the_report_for_a_healthy_run(tmp_path, node
     assert json.loads((run / "verification.json").read_text())["status"] == "passed"
 
 
+def test_a_big_run_without_run_json_has_one_verdict_in_every_view(tmp_path, monkeypatch):
+    """A run whose run.json is gone and whose preflight.json is larger than a 2 x 2 run's record
+    budget (a 2,048-node run's is 19 MB; the base budget is made small here): make runs, make
+    report and make compare read it within the size postflight recorded, and all say SUCCESS
+    (make runs and the report said UNPROVEN: preflight.json unreadable)."""
+    monkeypatch.setattr(budget, "RECORD_BASE", 32 << 10)
+    profile = with_overrides(load_profile("tutorial-2x2-a100"), NODES=120, GPUS_PER_NODE=8,
+                             TRAIN_BATCH_SIZE=960, PPO_MINI_BATCH_SIZE=960, PROFILE_NAME="big")
+    env = tmp_path / "big.env"
+    env.write_text("".join(f"{k}={v}\n" for k, v in profile.values.items()))
+    hosts = [{"hostname": f"node-{i:04d}", "ip": f"10.0.{i}.1"} for i in range(120)]
+    runs = tmp_path / "runs" / "verl" / "two-worker-grpo"
+    synthrun.write_run(runs / "exp", profile, "exp", "/mnt/verl-reproduction", hosts, noise=1, run_json=True)
+    assert main(["postflight", "--output-dir", str(runs / "exp"), "--profile", str(env)]) == 0
+    (runs / "exp" / "run.json").unlink()
+    assert (runs / "exp" / "preflight.json").stat().st_size > budget.Size().record_bytes
+    shutil.copytree(runs / "exp", runs / "other")
+    code, listing = _status_lines(["runs", "--storage-root", str(tmp_path)])
+    assert [line.split()[-1] for line in listing.splitlines() if line.startswith(("exp ", "other "))] == \
+        ["SUCCESS", "SUCCESS"], listing
+    code, report = _status_lines(["report", "--output-dir", str(runs / "exp")])
+    assert "run exp: SUCCESS" in report, report
+    code, compared = _status_lines(["compare", "--storage-root", str(tmp_path), "--run-id", "exp",
+                                    "--against", "other"])
+    assert [line.split(None, 1)[1] for line in compared.splitlines()
+            if line.split()[:1] == ["verdict"]] == ["SUCCESS | SUCCESS"], compared
+
+
 def test_every_view_reads_a_record_past_the_former_16_mib_cap_of_a_big_run(tmp_path):
     """A 600-node run's verification.json of 20 MiB (a long run's): within its budget, so the
     whole-record readers (runverdict, report) and the glance agree that it passed."""
@@ -119,3 +148,22 @@ def test_every_view_reads_a_record_past_the_former_16_mib_cap_of_a_big_run(tmp_p
     with pytest.raises(bounded.Unreadable):
         glance.fields(run / "verification.json", ("status",), {"status": str},
                       runrecord.size(run).record_bytes)
+
+
+
+def test_a_big_run_without_run_json_is_read_within_the_budget_postflight_recorded(tmp_path):
+    """A 2,048-node run whose run.json is gone: its records are larger than a 2 x 2 run's
+    budget, and every view reads them within the size of the profile postflight recorded at the
+    end of verification.json (make runs said UNPROVEN where the report said SUCCESS)."""
+    from twgrpo.run import runrecord, runverdict
+    run = tmp_path / "run"
+    run.mkdir()
+    values = {"NODES": "2048", "GPUS_PER_NODE": "8", "TARGET_STEPS": "2"}
+    record = {"evidence": {"pad": ["x" * 100] * ((18 << 20) // 110)}, "phase": "postflight",
+              "profile": {"name": "big", "values": values}, "run_id": "run", "status": "passed"}
+    (run / "verification.json").write_text(synthrun.record_text(record))
+    assert (run / "verification.json").stat().st_size > budget.Size().record_bytes
+    assert runrecord.size(run).nodes == 2048
+    assert runverdict.record_status(run, "verification.json") == "passed"
+    assert glance.fields(run / "verification.json", ("status",), {"status": str},
+                         runrecord.size(run).record_bytes)["status"] == "passed"

@@ -301,7 +301,8 @@ def load(run_dir: Path, run_id: str, profile_values: Dict[str, str], profile_nam
          run_json_problem: Optional[str]) -> RunView:
     problems: List[Finding] = []
     size = budget.of_values(profile_values)  # every limit below is this run's budget
-    if run_json_problem:
+    if run_json_problem:  # the size postflight recorded, where it did: as make runs reads the run
+        size = runrecord.recorded_size(run_dir) or size
         problems.append(finding("RPT-E001", RunFolder(run_dir).run_json.name, f"{run_json_problem}; the report assumes "
                                 f"profile {profile_name}"))
     run = {} if run_json_problem else _record(

@@ -6,8 +6,9 @@ The budgets are generous multiples of what the bundle writes per item (measured 
 synthesized runs: a node's probe in preflight.json is 4-10 KiB, a rank's entries in
 actor-placement.json and verification.json under 1 KiB, a step at most a validation step number
 in verification.json, which lists only a long run's first and last rollout steps). The size
-itself comes from the run's profile (run.json through run/runrecord.size, or the profile a
-reader was given). A hostile run.json cannot claim more than the MOST_* sizes, nor make a reader
+itself comes from the run's profile (run.json's, else the one postflight recorded in
+verification.json, through run/runrecord.size; or the profile a reader was given). A hostile
+run.json (or verification.json) cannot claim more than the MOST_* sizes, nor make a reader
 take more than the CEILING_* bytes and parse cost (the byte ceiling is 50 times a 2,048 x 8 run's
 largest record), CEILING_EVIDENCE log items and CEILING_ITEMS list entries, so memory and time
 stay bounded on any input. A limit that is reached anyway is told as

@@ -6,8 +6,10 @@ the launcher's identity.
 run.json is a few KiB; a resumed run's lineage adds a hash for each checkpoint file (about 1 MiB
 at 2,900 ranks). So a read is bounded by the run's own record budget (run/budget.py), from the
 size its profile describes: the profile is read from the record when it is at most MOST_BYTES,
-else from its head, where the writer's sorted keys put it (before the lineage). A 1 GiB or FIFO
-run.json is refused, never read whole or waited on. A record that cannot be read raises
+else from its head, where the writer's sorted keys put it (before the lineage). A folder
+without a readable run.json takes its size from the profile postflight recorded, at the end of
+verification.json (after the evidence), so that every view reads it within one budget. A 1 GiB
+or FIFO run.json is refused, never read whole or waited on. A record that cannot be read raises
 bounded.Unreadable (str(exc) == "missing" when there is none); each caller decides what that
 means for it.
 """
@@ -168,16 +170,19 @@ def profile_values(run_dir: Folder) -> Dict[str, Any]:
     return values if isinstance(values, dict) else {}
 
 
-def _head_profile(path: Path) -> Any:
-    """The profile object of a record over MOST_BYTES, from its first PROFILE_HEAD bytes; None
-    when it is not there (or not JSON)."""
-    stream, _ = bounded.open_checked(path)
+def _head_profile(path: Path, at_end: bool = False) -> Any:
+    """The profile object of a record over MOST_BYTES, from its first PROFILE_HEAD bytes (at_end:
+    its last, where postflight's record has it, after its evidence); None when it is not there
+    (or not JSON)."""
+    stream, info = bounded.open_checked(path)
     with stream:
         try:
+            stream.seek(max(info.st_size - PROFILE_HEAD, 0) if at_end else 0)
             head = stream.read(PROFILE_HEAD)
         except OSError as exc:
             raise bounded.Unreadable(f"cannot read: {exc.strerror}")
-    opens = head.find(PROFILE_OPENS)  # the first: two finds, linear in the head
+    # the first (the last at the end): two finds, linear in the bytes read
+    opens = head.rfind(PROFILE_OPENS) if at_end else head.find(PROFILE_OPENS)
     closes = head.find(PROFILE_CLOSES, opens + len(PROFILE_OPENS)) if opens != -1 else -1
     try:
         return bounded.loads(head[opens + len(PROFILE_OPENS) - 2:closes + len(PROFILE_CLOSES)]) \
@@ -186,27 +191,51 @@ def _head_profile(path: Path) -> Any:
         return None
 
 
-_SIZES: Dict[str, Tuple[Tuple[int, int], budget.Size]] = {}
+def _verified_values(path: Path) -> Dict[str, Any]:
+    """The profile's values as postflight recorded them in verification.json (path); {} when
+    they cannot be read."""
+    try:
+        recorded = _head_profile(path, at_end=True)
+    except (OSError, bounded.Unreadable):
+        return {}
+    values = recorded.get("values") if isinstance(recorded, dict) else None
+    return values if isinstance(values, dict) else {}
+
+
+_SIZES: Dict[str, Tuple[Tuple[Optional[Tuple[int, int]], ...], Optional[budget.Size]]] = {}
 
 
 def size(run_dir: Folder) -> budget.Size:
-    """The size the recorded profile describes (the default when it cannot be read); read once
-    per version of the file in a process (make runs asks for every record of a run)."""
-    path = path_of(run_dir)
+    """The size the recorded profile describes (recorded_size), the default when none can be read."""
+    return recorded_size(run_dir) or budget.Size()
+
+
+def recorded_size(run_dir: Folder) -> Optional[budget.Size]:
+    """The size the recorded profile describes: run.json's or, in a folder without a readable
+    one, the profile postflight recorded in verification.json (so that every view reads such a
+    run's records within the budget postflight had); None when neither can be read. Read once
+    per version of the files in a process (make runs asks for every record of a run)."""
+    folder = RunFolder(run_dir)
+    key = (_version(folder.run_json), _version(folder.verification_json))
+    cached = _SIZES.get(str(folder.run_json))
+    if cached and cached[0] == key:
+        return cached[1]
+    values = (profile_values(run_dir) if key[0] else {}) or \
+        (_verified_values(folder.verification_json) if key[1] else {})
+    found = budget.of_values(values) if values else None
+    if len(_SIZES) > 4096:
+        _SIZES.clear()
+    _SIZES[str(folder.run_json)] = (key, found)
+    return found
+
+
+def _version(path: Path) -> Optional[Tuple[int, int]]:
+    """What tells a file's versions apart (its mtime and size); None when it is not there."""
     try:
         info = os.stat(path)
     except OSError:
-        return budget.Size()
-    key = (info.st_mtime_ns, info.st_size)
-    cached = _SIZES.get(str(path))
-    if cached and cached[0] == key:
-        return cached[1]
-    values = profile_values(run_dir)  # a record without a readable profile: the default size
-    found = budget.of_values(values) if values else budget.Size()
-    if len(_SIZES) > 4096:
-        _SIZES.clear()
-    _SIZES[str(path)] = (key, found)
-    return found
+        return None
+    return (info.st_mtime_ns, info.st_size)
 
 
 def storage_root(run_dir: Folder) -> Optional[str]:
