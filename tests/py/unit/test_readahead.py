@@ -201,7 +201,7 @@ def test_a_large_logs_segments_scanned_by_workers_give_the_logs_findings_line_fo
     alone = _postflight(run, env)
     assert alone[0] == 1 and "failed" in alone[2]
     own_workers_for_a_short_run(monkeypatch, 2)
-    monkeypatch.setattr(trainlog, "MIN_SEGMENT", (run / "training.log").stat().st_size // 3)
+    monkeypatch.setattr(startreads, "LOG_SEGMENT", (run / "training.log").stat().st_size // 3)
     monkeypatch.setattr(shards, "workers", lambda files: 3)
     seen = []
     start = startreads.start_reads
@@ -232,7 +232,7 @@ def test_a_worker_killed_while_it_scans_a_log_segment_changes_nothing(tmp_path, 
         log.write("(WorkerDict pid=4001) torch.OutOfMemoryError: CUDA out of memory.\n")
     alone = _postflight(run, env)
     own_workers_for_a_short_run(monkeypatch, 2)
-    monkeypatch.setattr(trainlog, "MIN_SEGMENT", (run / "training.log").stat().st_size // 3)
+    monkeypatch.setattr(startreads, "LOG_SEGMENT", (run / "training.log").stat().st_size // 3)
     monkeypatch.setattr(shards, "workers", lambda files: 3)
     monkeypatch.setattr(trainlog, "scan_range", _scan_the_first_segment_or_die)
     monkeypatch.setenv("TEST_SEGMENT_MARK", str(tmp_path / "killed"))
@@ -255,7 +255,7 @@ def test_a_log_that_grew_after_its_segments_were_cut_is_scanned_whole_at_its_new
     assert alone[0] == 1 and "failed" in alone[2]
     log.write_text(text)
     own_workers_for_a_short_run(monkeypatch, 2)
-    monkeypatch.setattr(trainlog, "MIN_SEGMENT", log.stat().st_size // 3)
+    monkeypatch.setattr(startreads, "LOG_SEGMENT", log.stat().st_size // 3)
     monkeypatch.setattr(shards, "workers", lambda files: 3)
     start = startreads.start_reads
     cut = []
