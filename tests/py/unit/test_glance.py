@@ -130,6 +130,30 @@ def test_a_big_run_without_run_json_has_one_verdict_in_every_view(tmp_path, monk
             if line.split()[:1] == ["verdict"]] == ["SUCCESS | SUCCESS"], compared
 
 
+@pytest.mark.parametrize("damage", ["bytes after its end", "cut short"])
+def test_a_large_record_that_is_not_whole_has_one_verdict_in_every_view(tmp_path, damage):
+    """A 10 x 8 run's verification.json (25 KiB: glanced at, not parsed, by make runs) with
+    bytes after its closing brace, or its end cut off: make runs said SUCCESS where the report,
+    which parses it, said INCOMPLETE."""
+    profile = with_overrides(load_profile("tutorial-2x2-a100"), NODES=10, GPUS_PER_NODE=8,
+                             TRAIN_BATCH_SIZE=80, PPO_MINI_BATCH_SIZE=80, PROFILE_NAME="wide")
+    env = tmp_path / "wide.env"
+    env.write_text("".join(f"{k}={v}\n" for k, v in profile.values.items()))
+    hosts = [{"hostname": f"node-{i:04d}", "ip": f"10.0.{i}.1"} for i in range(10)]
+    run = tmp_path / "runs" / "verl" / "two-worker-grpo" / "exp"
+    synthrun.write_run(run, profile, "exp", "/mnt/verl-reproduction", hosts, noise=1, run_json=True)
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(env)]) == 0
+    record = run / "verification.json"
+    assert record.stat().st_size > glance.WHOLE
+    text = record.read_bytes()
+    record.write_bytes(text + b"garbage\xff\n" if damage == "bytes after its end" else text[:-40])
+    code, listing = _status_lines(["runs", "--storage-root", str(tmp_path), "--format", "json"])
+    listed = [row["verdict"].split()[0] for row in json.loads(listing)]
+    code, report = _status_lines(["report", "--output-dir", str(run), "--profile", str(env)])
+    told = [line.split()[2].rstrip(":") for line in report.splitlines() if line.startswith("run exp: ")]
+    assert listed == told and told != ["SUCCESS"], (listing, report)
+
+
 def test_every_view_reads_a_record_past_the_former_16_mib_cap_of_a_big_run(tmp_path):
     """A 600-node run's verification.json of 20 MiB (a long run's): within its budget, so the
     whole-record readers (runverdict, report) and the glance agree that it passed."""

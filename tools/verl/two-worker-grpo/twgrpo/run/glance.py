@@ -8,7 +8,9 @@ field on a line of its own: `\\n  "status": "passed",`. Its two ends (HEAD and T
 first, as every field the listing needs sits there in a small record; a field found in neither
 is then looked for in the middle, a chunk at a time (memory stays at one CHUNK), up to `limit`
 bytes (the run's record budget, run/budget.py, runrecord.size): wherever sorted keys put it, at any record size.
-A field in none of it is None; a record over the limit is Unreadable (the report says the same).
+A field in none of it is None; a record over the limit is Unreadable (the report says the same),
+and so is a larger one that does not open and close as a JSON object does (cut short, or bytes
+after its end), as a whole reading refuses it.
 A field whose value is an object is found as {} (present; its fields are not read).
 Indent 2 makes the search exact: a string value holds no raw newline, and a nested field is
 indented further, so `\\n  "name": ` can only be a top-level field.
@@ -29,6 +31,7 @@ FIRST_CHUNK = 64 << 10  # then the middle, a chunk at a time, the first small (a
 CHUNK = 1 << 20         # near the head more often than not), each next twice as large up to this
 _SCALAR = rb'("(?:[^"\\\n]|\\.){0,256}"|-?\d{1,19}|true|false|null)'
 OVERLAP = 1024    # longer than any match (a field's name, its value of at most 256 characters)
+ENDS = 64  # a larger record's last bytes, which must close it as a JSON object closes
 
 
 def _pattern(field: str) -> "re.Pattern[bytes]":
@@ -67,7 +70,11 @@ def _search_large(stream: BinaryIO, size: int, names: Sequence[str]) -> Dict[str
     found: Dict[str, Any] = {}
     wanted = list(names)
     tail_at = max(HEAD, size - TAIL)  # never before the head, never a negative offset
-    _search(_read_at(stream, 0, HEAD), wanted, found)
+    head = _read_at(stream, 0, HEAD)
+    if not head.lstrip().startswith(b"{") or not _read_at(stream, size - ENDS, ENDS).rstrip().endswith(b"}"):
+        # as a whole reading refuses it: the views tell one verdict on a record cut short
+        raise bounded.Unreadable("not whole: it does not end as a record ends (cut short?)")
+    _search(head, wanted, found)
     if wanted:
         _search(_read_at(stream, tail_at - 1, size - tail_at + 1), wanted, found)
     at, chunk = HEAD - OVERLAP, FIRST_CHUNK
@@ -111,15 +118,6 @@ def fields(path: Path, names: Sequence[str], specs: Dict[str, Any],
 def intact(path: Path, limit: int) -> None:
     """bounded.Unreadable unless the record looks whole: parsed as fields() parses it up to
     WHOLE bytes; larger, it must open and close as one JSON object does (whitespace around
-    it aside), which a record cut short by a full disk or a copy does not."""
+    it aside), which a record cut short by a full disk or a copy does not (fields() checks
+    that for every larger record it reads)."""
     fields(path, (), {}, limit)
-    try:
-        stream, info = bounded.open_checked(Path(path))
-        with stream:
-            if info.st_size <= WHOLE:
-                return
-            head, tail = stream.read(64).lstrip(), _read_at(stream, info.st_size - 64, 64).rstrip()
-    except OSError as exc:
-        raise bounded.Unreadable(f"cannot read: {exc.strerror}")
-    if not head.startswith(b"{") or not tail.endswith(b"}"):
-        raise bounded.Unreadable("not whole: it does not end as a record ends (cut short?)")
