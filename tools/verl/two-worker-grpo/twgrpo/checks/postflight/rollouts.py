@@ -253,9 +253,22 @@ def _judged(ctx) -> Tuple[Any, ...]:
 def start_ahead(ctx, submit: Optional[readahead.Submit]) -> Optional[ReadAhead]:
     """The rollout files handed to worker processes through submit (readahead.py); None (no
     workers, or no step): the check reads them here."""
-    if submit is None or ctx.steps < ctx.first_step:
+    return handed(unhanded(ctx), submit)
+
+
+def unhanded(ctx) -> Optional[ReadAhead]:
+    """The rollout files' tasks, none handed to a worker yet (startreads.py hands them to the
+    shard check's workers before the shards); None where the run has no step."""
+    return ReadAhead(None, *_judged(ctx)) if ctx.steps >= ctx.first_step else None
+
+
+def handed(started: Optional[ReadAhead], submit: Optional[readahead.Submit]) -> Optional[ReadAhead]:
+    """started, each task not handed yet handed through submit; None where no worker has one."""
+    if started is None:
         return None
-    started = ReadAhead(submit, *_judged(ctx))
+    if submit is not None:
+        for task in started.tasks:
+            task.hand(submit)
     return started if any(task.handed() for task in started.tasks) else None
 
 

@@ -1,8 +1,9 @@
 """What postflight hands to worker processes before its first check, so they read while it
-scans the training log: a large log's segments first but its last, which this process scans
-(and those no worker has begun), preflight.json (rank placement needs it right after the log
-pass), then the checkpoint's shards (checkpoint/ahead.py), the event files and a long run's
-rollout files (readahead.py). Only where a file is read changes, never what is found.
+scans the training log, in the order the checks ask for the answers: a large log's segments
+but its last, which this process scans (and those no worker has begun), preflight.json (rank
+placement needs it right after the log pass), large event files, the rollout files
+(readahead.py), then the checkpoint's shards (checkpoint/ahead.py). Only where a file is read
+changes, never what is found.
 """
 from __future__ import annotations
 
@@ -37,14 +38,21 @@ def start_reads(ctx: Any) -> Optional[readahead.Workers]:
                                 bounds.evidence)
                  for begin, end in trainlog.segments(log_bytes, parts)] if parts > 1 else []
     handed = log_ahead[:-1]  # the last segment is this process's own: its share of the pass
-    ctx.ahead = checkpoint.start_ahead(ctx.run_dir, ctx.steps, ctx.world_size,
-                                       first=handed + [ctx.preflight_ahead])
     event_bytes = 0
     try:  # tfevents.load_views's files; one that cannot be read is its finding, not this
         for path in tfevents.event_files(folder.tensorboard):
             event_bytes += path.stat().st_size if path.is_file() else 0
     except OSError:
         pass
+    scalars = readahead.Task(None, tfevents.load_views, folder.tensorboard, ctx.scalar_views()) \
+        if event_bytes >= readahead.OWN_WORKERS_BYTES else None
+    steps_ahead = rollouts.unhanded(ctx)
+    # Handed in the order the checks ask for the answers (the log, preflight.json, the scalars,
+    # the rollouts, then the shards): a task asked for before a worker began it is taken back
+    # and run here, by the one process every check waits for
+    first = handed + [ctx.preflight_ahead] + ([scalars] if scalars is not None else []) + \
+        (steps_ahead.tasks if steps_ahead is not None else [])
+    ctx.ahead = checkpoint.start_ahead(ctx.run_dir, ctx.steps, ctx.world_size, first=first)
     steps = max(ctx.steps - ctx.first_step + 1, 0)
     own, submit = None, None
     if ctx.ahead is not None and ctx.ahead.run is not None:
@@ -60,10 +68,10 @@ def start_reads(ctx: Any) -> Optional[readahead.Workers]:
         ctx.log_ahead = log_ahead if any(task.handed() for task in log_ahead) else None
         ctx.log_cut_at = log_bytes
         ctx.preflight_ahead.hand(submit)
-        if submit is not None and event_bytes >= readahead.OWN_WORKERS_BYTES:
-            ctx.scalars_ahead = readahead.Task(submit, tfevents.load_views, folder.tensorboard,
-                                               ctx.scalar_views())
-        ctx.rollouts_ahead = rollouts.start_ahead(ctx, submit)
+        if scalars is not None and submit is not None:
+            scalars.hand(submit)
+            ctx.scalars_ahead = scalars if scalars.handed() else None
+        ctx.rollouts_ahead = rollouts.handed(steps_ahead, submit)
     except BaseException:  # no worker outlives postflight
         if own is not None:
             own.close()
