@@ -154,6 +154,30 @@ def test_a_large_record_that_is_not_whole_has_one_verdict_in_every_view(tmp_path
     assert listed == told and told != ["SUCCESS"], (listing, report)
 
 
+def test_a_long_postflight_output_after_training_ended_keeps_the_run_a_success_in_make_runs(tmp_path):
+    """The launcher's line that training ended is followed in driver.log by postflight's output
+    (a line for each node's failed slice at thousands of nodes): make runs, which reads the
+    log's end, looked only at its last 64 KiB and called a healthy run UNPROVEN."""
+    run, env = synthrun.healthy_run(tmp_path, 2, 2)
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(env)]) == 0
+    log = run / "driver.log"
+    text = log.read_text()
+    ended = text.index("phase training ended")
+    cut = text.index("\n", ended) + 1
+    slices = "".join(f"postflight: a node's slice failed (TimeoutError); checked here instead {n}\n"
+                     for n in range(40_000))  # 3 MiB
+    log.write_text(text[:cut] + slices + text[cut:])
+    code, listing = _status_lines(["runs", "--storage-root", str(tmp_path), "--format", "json"])
+    assert [row["verdict"].split()[0] for row in json.loads(listing)] == ["SUCCESS"], listing
+    code, report = _status_lines(["report", "--output-dir", str(run), "--profile", str(env)])
+    assert "run exp: SUCCESS" in report
+    log.write_text(text[:ended - 40] + slices)  # no line that training ended: UNPROVEN in both
+    code, listing = _status_lines(["runs", "--storage-root", str(tmp_path), "--format", "json"])
+    assert [row["verdict"].split()[0] for row in json.loads(listing)] == ["UNPROVEN"], listing
+    code, report = _status_lines(["report", "--output-dir", str(run), "--profile", str(env)])
+    assert "run exp: UNPROVEN" in report
+
+
 def test_every_view_reads_a_record_past_the_former_16_mib_cap_of_a_big_run(tmp_path):
     """A 600-node run's verification.json of 20 MiB (a long run's): within its budget, so the
     whole-record readers (runverdict, report) and the glance agree that it passed."""

@@ -16,6 +16,7 @@ view (runs, report, postflight, audit, submit) says so with the same finding, PO
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
@@ -33,6 +34,7 @@ POSTFLIGHT_CHECKS = ("training-log", "fatal-markers", "completion-markers", "res
                      "scalars-finite", "reward-sanity", "stall")
 PHASE_PREFIX = b"run-two-worker-grpo-v1: phase "
 PHASE_LINE = re.compile(r"^run-two-worker-grpo-v1: phase ([a-z]+) ended with status (\d+) after ")
+LAST_TAIL = 16 << 20  # the most of driver.log's end held at once (make runs); past it, streamed
 
 PHASE_RECORDS = (("inputs", NAME.inputs_json), ("preflight", NAME.preflight_json),
                  ("postflight", NAME.verification_json))
@@ -171,6 +173,26 @@ def phase_statuses(run_dir: Path, tail: Optional[int] = None) -> Dict[str, int]:
     return found
 
 
+def ended_from_the_end(run_dir: Path) -> Dict[str, int]:
+    """phase_statuses from the end of driver.log back to training's line (make runs): a growing
+    tail, from glance.TAIL, for a healthy run's is followed only by postflight's output, however
+    long that is (a node's failed slice is a line of it); past LAST_TAIL bytes without one, the
+    whole file, streamed, as the report reads it."""
+    tail = glance.TAIL
+    while True:
+        ended = phase_statuses(run_dir, tail)
+        if "training" in ended:
+            return ended
+        if tail >= LAST_TAIL:
+            return phase_statuses(run_dir)
+        try:
+            if tail >= os.stat(RunFolder(run_dir).driver_log).st_size:
+                return ended
+        except OSError:
+            return ended
+        tail *= 4
+
+
 def postflight_gaps(run_dir: Path, whole: bool = True) -> List[str]:
     """Postflight checks verification.json lacks or did not pass (a partial list proves less).
     whole=False (make runs) reads only the record's passed_checks line, at one of its ends."""
@@ -200,7 +222,7 @@ def proof_gaps(run_dir: Path, statuses: Dict[str, Optional[str]],
     """What the launcher's records lack for SUCCESS; empty when every phase is proven."""
     gaps = [f"{name} is {statuses[phase] or 'missing'}, not passed"
             for phase, name in PHASE_RECORDS[:2] if statuses[phase] != "passed"]
-    ended = phase_statuses(run_dir, None if whole else glance.TAIL)
+    ended = phase_statuses(run_dir) if whole else ended_from_the_end(run_dir)
     if ended.get("training") != 0:
         gaps.append("driver.log has no line of the launcher saying training ended with status 0"
                     if "training" not in ended else
