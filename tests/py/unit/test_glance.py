@@ -178,6 +178,22 @@ def test_a_long_postflight_output_after_training_ended_keeps_the_run_a_success_i
     assert "run exp: UNPROVEN" in report
 
 
+def test_a_small_verification_json_is_judged_by_its_checks_in_make_runs_too(tmp_path):
+    """A record the glance reads whole anyway: make runs takes its checks list, as the report
+    does, not its passed_checks line (which said every check passed where one had failed)."""
+    run, env = synthrun.healthy_run(tmp_path, 2, 2, probe_bytes=500)
+    assert main(["postflight", "--output-dir", str(run), "--profile", str(env)]) == 0
+    path = run / "verification.json"
+    record = json.loads(path.read_text())
+    record["checks"][-1]["status"] = "failed"
+    path.write_text(synthrun.record_text(record))
+    assert path.stat().st_size <= glance.WHOLE
+    code, listing = _status_lines(["runs", "--storage-root", str(tmp_path), "--format", "json"])
+    code, report = _status_lines(["report", "--output-dir", str(run), "--profile", str(env)])
+    assert [row["verdict"].split()[0] for row in json.loads(listing)] == ["UNPROVEN"], listing
+    assert "run exp: UNPROVEN" in report, report
+
+
 def test_every_view_reads_a_record_past_the_former_16_mib_cap_of_a_big_run(tmp_path):
     """A 600-node run's verification.json of 20 MiB (a long run's): within its budget, so the
     whole-record readers (runverdict, report) and the glance agree that it passed."""

@@ -195,10 +195,11 @@ def ended_from_the_end(run_dir: Path) -> Dict[str, int]:
 
 def postflight_gaps(run_dir: Path, whole: bool = True) -> List[str]:
     """Postflight checks verification.json lacks or did not pass (a partial list proves less).
-    whole=False (make runs) reads only the record's passed_checks line, at one of its ends."""
+    whole=False (make runs) reads only the record's passed_checks line, at one of its ends, of a
+    record larger than the glance reads whole (glance.WHOLE); a smaller one's checks list."""
     path = RunFolder(run_dir).verification_json
     try:
-        if whole:
+        if whole or _read_whole_by_a_glance(path):  # then its checks, as every view takes them
             size = runrecord.size(run_dir)
             checks = bounded.read_object(path, size.record_bytes, size.record_memory).get("checks")
             passed = {c.get("name") for c in checks if isinstance(c, dict) and
@@ -214,6 +215,13 @@ def postflight_gaps(run_dir: Path, whole: bool = True) -> List[str]:
         return [f"verification.json lacks passing checks {', '.join(lacking)} (run make "
                 "postflight to judge the run again)"]
     return []
+
+
+def _read_whole_by_a_glance(path: Path) -> bool:
+    try:
+        return os.stat(path).st_size <= glance.WHOLE
+    except OSError:
+        return False
 
 
 def proof_gaps(run_dir: Path, statuses: Dict[str, Optional[str]],
