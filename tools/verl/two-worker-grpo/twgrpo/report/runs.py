@@ -3,9 +3,10 @@
 Cheap per run, whatever the volume holds: a glance at each record's ends (run/glance.py), the
 markers, and the last TAIL bytes of driver.log (the last sign of life: lineage.py), never a whole
 large record; a run that claims SUCCESS has driver.log read back from its end to the line that
-training ended (runverdict.ended_from_the_end: whole only where there is none). Every column is cut to a fixed width, so one odd run cannot widen
-the listing. A resumed run names its parent and step (<- parent@K), a parent its children
-(-> child); a PREEMPTED run the step it can be resumed from.
+training ended (runverdict.ended_from_the_end: whole only where there is none). Every column is
+cut to a fixed width, so one odd run cannot widen the listing. A resumed run names its parent
+and step (<- parent@K), a parent its children (-> child); a PREEMPTED run the step it can be
+resumed from.
 """
 from __future__ import annotations
 
