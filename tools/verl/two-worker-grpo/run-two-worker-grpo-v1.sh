@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=0ee5fbd4ef28f9899706145da8fdc97c1afb00ad3437974c96c2660858c02ab2
+readonly BUNDLE_SUMS_SHA256=4549ddc36af41e600331fb50529bc263cf4167bce991a75be0c8bbb502071503
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -163,14 +163,19 @@ def profile_values(run_dir: Folder) -> Dict[str, Any]:
         if os.stat(path).st_size <= MOST_BYTES:
             recorded = bounded.read_object(path, MOST_BYTES).get("profile")
         else:
-            recorded = _head_profile(path)
+            recorded = _profile_in(path)
     except (OSError, bounded.Unreadable):
         return {}
+    return _values_of(recorded)
+
+
+def _values_of(recorded: Any) -> Dict[str, Any]:
+    """A recorded profile object's values; {} where it or they are not objects."""
     values = recorded.get("values") if isinstance(recorded, dict) else None
     return values if isinstance(values, dict) else {}
 
 
-def _head_profile(path: Path, at_end: bool = False) -> Any:
+def _profile_in(path: Path, at_end: bool = False) -> Any:
     """The profile object of a record over MOST_BYTES, from its first PROFILE_HEAD bytes (at_end:
     its last, where postflight's record has it, after its evidence); None when it is not there
     (or not JSON)."""
@@ -195,11 +200,9 @@ def _verified_values(path: Path) -> Dict[str, Any]:
     """The profile's values as postflight recorded them in verification.json (path); {} when
     they cannot be read."""
     try:
-        recorded = _head_profile(path, at_end=True)
+        return _values_of(_profile_in(path, at_end=True))
     except (OSError, bounded.Unreadable):
         return {}
-    values = recorded.get("values") if isinstance(recorded, dict) else None
-    return values if isinstance(values, dict) else {}
 
 
 _SIZES: Dict[str, Tuple[Tuple[Optional[Tuple[int, int]], ...], Optional[budget.Size]]] = {}

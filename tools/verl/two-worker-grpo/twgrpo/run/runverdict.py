@@ -178,18 +178,17 @@ def ended_from_the_end(run_dir: Path) -> Dict[str, int]:
     tail, from glance.TAIL, for a healthy run's is followed only by postflight's output, however
     long that is (a node's failed slice is a line of it); past LAST_TAIL bytes without one, the
     whole file, streamed, as the report reads it."""
+    try:
+        size = os.stat(RunFolder(run_dir).driver_log).st_size
+    except OSError:
+        size = 0  # phase_statuses says what it finds, or nothing
     tail = glance.TAIL
     while True:
         ended = phase_statuses(run_dir, tail)
-        if "training" in ended:
+        if "training" in ended or tail >= size:
             return ended
         if tail >= LAST_TAIL:
             return phase_statuses(run_dir)
-        try:
-            if tail >= os.stat(RunFolder(run_dir).driver_log).st_size:
-                return ended
-        except OSError:
-            return ended
         tail *= 4
 
 

@@ -62,18 +62,15 @@ def start_reads(ctx: Any) -> Optional[readahead.Workers]:
                                                log_bytes if log_ahead else 0),
                                     2 + len(log_ahead) + -(-steps // rollouts.CHUNK_STEPS))
         submit = own.submit if own is not None else None
-    try:
-        for task in handed:
+    try:  # to postflight's own workers, in the same order (hand passes over a task handed already)
+        for task in first:
             task.hand(submit)
-        ctx.log_ahead = log_ahead if any(task.handed() for task in log_ahead) else None
-        ctx.log_cut_at = log_bytes
-        ctx.preflight_ahead.hand(submit)
-        if scalars is not None and submit is not None:
-            scalars.hand(submit)
-            ctx.scalars_ahead = scalars if scalars.handed() else None
-        ctx.rollouts_ahead = rollouts.handed(steps_ahead, submit)
     except BaseException:  # no worker outlives postflight
         if own is not None:
             own.close()
         raise
+    ctx.log_ahead = log_ahead if any(task.handed() for task in log_ahead) else None
+    ctx.log_cut_at = log_bytes
+    ctx.scalars_ahead = scalars if scalars is not None and scalars.handed() else None
+    ctx.rollouts_ahead = rollouts.handed(steps_ahead, submit)
     return own
