@@ -59,6 +59,35 @@ def test_rank_evidence_comes_back_from_a_worker_whole():
     assert pickle.loads(pickle.dumps(transport)) == transport
 
 
+def test_a_scans_repeated_texts_are_one_object_each_and_stay_so_through_a_pickle(tmp_path):
+    """The ranks of a segment name the same hosts, commId and devices: each is held once, so a
+    segment's scan pickles and unpickles it once. Fails where a field is decoded per line or a
+    transport's set is grown in place (one set a rank)."""
+    import pickle
+    path = tmp_path / "training.log"
+    path.write_text("\n".join(synthrun.training_log(HOSTS[:2], [4, 4], 2, "/runs/x", transport="ib", network="IB", ib_value="0")) + "\n")
+    for scan in (trainlog.scan_range(str(path), 0, path.stat().st_size),
+                 pickle.loads(pickle.dumps(trainlog.scan_range(str(path), 0, path.stat().st_size)))):
+        events = [e for phases in scan.inits.values() for es in phases.values() for e in es]
+        assert len(events) == 16
+        assert len({id(e.host) for e in events}) == 2 and len({id(e.bus) for e in events}) <= 8
+        assert len({id(comm) for comm, _ in scan.inits}) == 1
+        transports = list(scan.transport.values())
+        assert len(transports) == 8 and all(t.ib_devices and t.networks == {"IB"} for t in transports)
+        assert len({id(t.ib_devices) for t in transports}) == 1
+        assert len({id(t.networks) for t in transports}) == 1
+
+
+def test_a_shared_set_is_the_set_asked_for_past_its_bounds(monkeypatch):
+    monkeypatch.setattr(rankevidence, "_SHARED", {})
+    monkeypatch.setattr(rankevidence, "SHARED_MOST", 2)
+    sets = [rankevidence.shared(rankevidence.NONE, [f"ip{i}", "x"]) for i in range(4)]
+    assert sets == [{f"ip{i}", "x"} for i in range(4)] and len(rankevidence._SHARED) == 2
+    assert rankevidence.shared(frozenset({"x"}), ["ip0"]) is sets[0]  # held: the same object
+    big = [str(i) for i in range(rankevidence.SHARED_ITEMS + 1)]
+    assert rankevidence.shared(rankevidence.NONE, big) == set(big)
+
+
 @pytest.mark.parametrize("block,segment,jobs", [(1 << 12, 1 << 14, 1), (1 << 12, 1 << 14, 3),
                                                 (777, 5000, 2), (1 << 20, 1 << 26, 1)])
 def test_blocks_and_segments_do_not_change_the_result(tmp_path, monkeypatch, block, segment, jobs):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .rankevidence import shared
+
 
 def merge_evidence(total: Any, other: Any) -> None:
     """other's inits, transport and gloo into total (LogScans), in that order."""
@@ -36,9 +38,9 @@ def merge_evidence(total: Any, other: Any) -> None:
                                       t.ib_devices - mine.ib_devices)
             if room_for(total, len(t.ib_disable) + len(ips) + len(networks) + len(devices)):
                 mine.ib_disable += t.ib_disable
-                mine.socket_ips |= ips
-                mine.networks |= networks
-                mine.ib_devices |= devices
+                mine.socket_ips = shared(mine.socket_ips, ips)
+                mine.networks = shared(mine.networks, networks)
+                mine.ib_devices = shared(mine.ib_devices, devices)
                 continue
         for ib in t.ib_disable:
             total.add_transport(key, ib=ib)

@@ -12,7 +12,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from .causes import CAUSE_WORDS, classify
 from .evidencemerge import merge_evidence
-from .rankevidence import InitEvent, Transport
+from .rankevidence import InitEvent, Transport, shared
 
 FATAL_SAMPLES = 20
 CAUSE_SAMPLES = 5  # per cause
@@ -198,11 +198,12 @@ class LogScan:
         if ib is not None and self.room():
             t.ib_disable.append(ib)
         if ips:  # new ones only, each once, in order
-            t.socket_ips.update(self.take([ip for ip in dict.fromkeys(ips) if ip not in t.socket_ips]))
+            t.socket_ips = shared(t.socket_ips, self.take([ip for ip in dict.fromkeys(ips) if ip not in t.socket_ips]))
         if network is not None and network not in t.networks and self.room():
-            t.networks.add(network)
+            t.networks = shared(t.networks, (network,))
         if ib_devices:
-            t.ib_devices.update(self.take([d for d in dict.fromkeys(ib_devices) if d not in t.ib_devices]))
+            t.ib_devices = shared(t.ib_devices, self.take([d for d in dict.fromkeys(ib_devices)
+                                                            if d not in t.ib_devices]))
 
     def add_fatal(self, line: int, name: str, text: str) -> None:
         self.fatal_count += 1

@@ -97,6 +97,9 @@ def metrics_taken(text: bytes) -> bool:
 
 # Field texts remembered (hosts, device lists repeat rank after rank): at most MEMO_MOST of at
 # most MEMO_TEXT bytes each, about 2 MiB in all on any log; any other text is checked anew.
+# A remembered host, bus id or commId is also one str object wherever it is held, so a
+# segment's scan pickles it once and its unpickling (serial, in the process that asked) makes
+# it once: 2,048 x 8's whole-log scan loads in 0.10 s, not 0.15.
 MEMO_MOST, MEMO_TEXT = 8192, 256
 
 
@@ -107,6 +110,16 @@ class Shapes:
     def __init__(self) -> None:
         self._clean: Dict[bytes, bool] = {}
         self._devices: Dict[Tuple[str, bytes], List[str]] = {}
+        self._texts: Dict[bytes, str] = {}
+
+    def _text(self, raw: bytes) -> str:
+        """raw (an ASCII field) as str, one object for each text remembered."""
+        text = self._texts.get(raw)
+        if text is None:
+            text = raw.decode("ascii")
+            if len(self._texts) < MEMO_MOST and len(raw) <= MEMO_TEXT:
+                self._texts[raw] = text
+        return text
 
     def _is_clean(self, text: bytes) -> bool:
         clean = self._clean.get(text)
@@ -166,11 +179,12 @@ class Shapes:
         if kind == EXPECTED + 1:
             scan.add_gloo((int(f[PPID]), int(f[GRANK])), (int(f[PEERS]), int(f[EXPECTED])))
             return
-        key = (f[HOST].decode("ascii"), int(f[PID]))
+        text = self._text
+        key = (text(f[HOST]), int(f[PID]))
         if kind == PHASE + 1:
-            event = InitEvent(key[0], key[1], int(f[CUDA]), int(f[NVML]), f[BUS].decode("ascii").lower(),
+            event = InitEvent(key[0], key[1], int(f[CUDA]), int(f[NVML]), text(f[BUS].lower()),
                               int(f[NRANKS]), int(f[PPID]), number)
-            scan.add_init((f[COMMID].decode("ascii").lower(), int(f[RANK])), f[PHASE].decode("ascii"), event)
+            scan.add_init((text(f[COMMID].lower()), int(f[RANK])), text(f[PHASE]), event)
         elif kind == IB + 1:
             scan.add_transport(key, ib=f[IB].decode("ascii"))
         elif kind == NET + 1:
