@@ -61,6 +61,48 @@ def test_tasks_handed_first_go_to_the_workers_before_every_shard(paths, monkeypa
     assert handed[0] == "sorted" and set(handed[1:]) == {"_batch"} and not first.taken_back
 
 
+def test_the_workers_start_on_the_first_tasks_before_this_process_stats_every_shard(paths, monkeypatch):
+    """At 16,384 ranks the stat of 49,152 shards takes a tenth of a second: the workers take
+    the first tasks meanwhile. Fails where the workers are started after it."""
+    from twgrpo.checks.postflight import readahead
+    events = []
+
+    class Recording(shards.ProcessPoolExecutor):
+        def submit(self, fn, *args):
+            events.append(("submit", fn.__name__))
+            return super().submit(fn, *args)
+
+    file_size = shards.file_size
+    monkeypatch.setattr(shards, "ProcessPoolExecutor", Recording)
+    monkeypatch.setattr(shards, "file_size", lambda p: (events.append(("stat", p)), file_size(p))[1])
+    first = readahead.Task(None, sorted, "cba")
+    started = ahead.Ahead(paths, 2, first=[first])
+    assert (started.check_files(paths, sizes={}), first.answer()) == (alone(paths)[0], ["a", "b", "c"])
+    before = events[:events.index(("submit", "sorted"))]
+    assert {kind for kind, _ in before} <= {"stat"} and len(before) <= 3
+    assert {p for kind, p in events if kind == "stat"} == set(paths)
+
+
+@pytest.mark.parametrize("sampled", ["small", "large"])
+def test_a_wrong_guess_of_the_shards_size_changes_no_verdict(tmp_path, monkeypatch, sampled):
+    """The first file of each third decides whether the workers start before the stat: where
+    they are not what the rest is, the check starts by the total (or by the guess, the total
+    below SERIAL_BELOW), and every verdict is the one a check alone gives."""
+    made = []
+    for index in range(6):  # thirds of two: files 0, 2 and 4 are the ones sampled
+        path = tmp_path / f"{index}.pt"
+        if (index % 2 == 0) == (sampled == "large"):
+            torchlike.write_shard(path, torchlike.numels_for(64 << 10, 8))
+        made.append(str(path))
+    size = sum(shards.file_size(p) for p in made)
+    monkeypatch.setattr(shards, "SERIAL_BELOW", size if sampled == "small" else size + 1)
+    assert ahead._likely_large(made) == (sampled == "large")
+    started = ahead.Ahead(made, 2)
+    assert started.thread is not None  # small: started by the total, after the stat; large: by the guess
+    sizes = {}
+    assert (started.check_files(made, sizes=sizes), sizes) == alone(made)
+
+
 def test_batches_no_worker_has_begun_are_checked_by_the_process_that_waits(paths, monkeypatch):
     import time
     from twgrpo.checks.postflight import readahead

@@ -57,14 +57,15 @@ def _check(source: Union[bytes, File], size: int, crc: bool, stream: Any) -> Dic
     if count > MAX_ENTRIES:
         raise NotTorchSave(f"{count} zip entries: more than {MAX_ENTRIES}")
     found = walk(source, count, cd_offset, cd_size, None if crc else [])
-    refs = None
+    known = None
     if found.pickle_size <= FAST_MAX:  # the C unpickler on inert stubs (torchstubs.py)
-        refs = _fast_refs(source[found.pickle_at:found.pickle_at + found.pickle_size], len(found.sizes))
-    if refs is None:  # the opcode walk: any size, and the words of every finding
+        known = _fast_refs(source[found.pickle_at:found.pickle_at + found.pickle_size], len(found.sizes))
+    if known is None:  # the opcode walk: any size, and the words of every finding
         held = io.BytesIO(source) if isinstance(source, bytes) else stream
         refs = storage_refs(PickleReader(held, found.pickle_at, found.pickle_size), len(found.sizes))
-    if not _all_match(refs, found.sizes):  # the common case in whole-list passes
-        _match(refs, found.sizes)  # one by one, with the words of the first finding
+        known = refs, _entry_sizes(refs)
+    if known[1] != found.sizes.tolist():  # the common case: one comparison in C
+        _match(known[0], found.sizes)  # one by one, with the words of the first finding
     summary = {"top": found.top, "entries": count, "storages": len(found.sizes)}
     if found.spans is not None:
         summary["spans"] = found.spans
@@ -75,42 +76,46 @@ def _check(source: Union[bytes, File], size: int, crc: bool, stream: Any) -> Dic
 # often hold the very same pickle (the same names, shapes and types on every rank), and the
 # storages are a function of the pickle's bytes alone, so each distinct pickle is unpickled once.
 # Only what the fast path vouched for is kept (None leaves the file to the walk every time).
-_REFS: Dict[Tuple[bytes, int], Dict[int, Tuple[str, Any]]] = {}
+_REFS: Dict[Tuple[bytes, int], Tuple[Dict[int, Tuple[str, Any]], Optional[List[int]]]] = {}
 REFS_KEPT = 64  # pickles remembered, the oldest forgotten first ...
 REFS_MAX_PICKLE = 64 << 10  # ... each at most this long: a few MiB at most
 
 
-def _fast_refs(data: bytes, limit: int) -> Optional[Dict[int, Tuple[str, Any]]]:
-    """storage_refs_fast(data, limit), remembered for small pickles (callers only read it)."""
+def _fast_refs(data: bytes, limit: int) -> Optional[Tuple[Dict[int, Tuple[str, Any]], Optional[List[int]]]]:
+    """(storage_refs_fast(data, limit), their _entry_sizes), remembered for small pickles
+    (callers only read them); None where the fast path cannot vouch for the pickle."""
     key = (bytes(data), limit)
-    refs = _REFS.get(key)
-    if refs is None:
+    known = _REFS.get(key)
+    if known is None:
         refs = storage_refs_fast(key[0], limit)
-        if refs is not None and len(data) <= REFS_MAX_PICKLE:
+        if refs is None:
+            return None
+        known = refs, _entry_sizes(refs)
+        if len(data) <= REFS_MAX_PICKLE:
             if len(_REFS) >= REFS_KEPT:
                 del _REFS[next(iter(_REFS))]
-            _REFS[key] = refs
-    return refs
+            _REFS[key] = known
+    return known
 
 
-def _all_match(refs: Dict[int, Tuple[str, Any]], sizes: array) -> bool:
-    """True when refs passes _match's rules with every element size known: the common case, in
-    passes that run in C. False leaves the storages to _match, which words the finding."""
-    count = len(sizes)
-    if len(refs) != count:
-        return False
+def _entry_sizes(refs: Dict[int, Tuple[str, Any]]) -> Optional[List[int]]:
+    """The size of each data/<key> entry, key 0..n-1, that refs asks for, when every key is
+    there once and each storage's element count and element size are known; None otherwise.
+    The entries' sizes equal it exactly when _match finds nothing: a shard's storages are judged
+    by one comparison in C (and a pickle seen before by the one remembered)."""
+    count = len(refs)
     if not count:
-        return True
+        return []
     if list(refs) == list(range(count)):  # in key order, as the fast path gives them
         kinds, numels = zip(*refs.values())
     elif min(refs) >= 0 and max(refs) < count:  # n distinct int keys in 0..n-1: every key once
         kinds, numels = zip(*map(refs.__getitem__, range(count)))
     else:
-        return False
+        return None
     items = list(map(ITEM_SIZE.get, kinds))
     if None in items or set(map(type, numels)) != {int}:
-        return False
-    return list(map(operator.mul, numels, items)) == sizes.tolist()
+        return None
+    return list(map(operator.mul, numels, items))
 
 
 def _match(refs: Dict[int, Tuple[str, Any]], sizes: array) -> None:

@@ -38,17 +38,22 @@ class Ahead:
         self.thread: Optional[threading.Thread] = None
         if count < 1:
             return
-        sizes = {p: shards.file_size(p) for p in self.paths}
+        if _likely_large(self.paths):  # the workers fork now and take the first tasks ...
+            self.run = _started(count, first)
+        sizes = {p: shards.file_size(p) for p in self.paths}  # ... while this process stats
         total = sum(sizes.values())
-        if total < shards.SERIAL_BELOW:
-            return
+        if self.run is None:
+            if total < shards.SERIAL_BELOW:
+                return
+            self.run = _started(count, first)
+            if self.run is None:
+                return  # no worker processes here: checked alone when asked for
         self.meter = shards.Progress(io.StringIO(), len(sizes), total)
-        for stream in (sys.stdout, sys.stderr):  # a worker flushes what it inherits when it ends
-            stream.flush()
-        try:  # the workers fork here, in the main thread, before the collecting thread exists
-            self.run = shards.Parallel(sizes, count, self.meter, first)
-        except (OSError, ImportError, NotImplementedError):
-            return  # no worker processes here: checked alone when asked for
+        try:
+            self.run.hand_files(sizes, self.meter)
+        except (OSError, ImportError, NotImplementedError, RuntimeError):
+            self.run = None  # a worker lost: checked alone when asked (first's tasks run here too)
+            return
         self.thread = threading.Thread(target=self._collect, name="shards-ahead", daemon=True)
         self.thread.start()
 
@@ -84,6 +89,26 @@ class Ahead:
         if sizes is not None:
             sizes.update((path, size) for path, (problem, size) in found.items() if problem is None)
         return {path: found[path][0] for path in self.paths}
+
+
+def _started(count: int, first: Sequence[Any]) -> Optional[shards.Parallel]:
+    """The workers, forked here in the main thread before the collecting thread exists, with
+    first's tasks handed to them; None where no worker process can start."""
+    for stream in (sys.stdout, sys.stderr):  # a worker flushes what it inherits when it ends
+        stream.flush()
+    try:
+        return shards.Parallel(count, first)
+    except (OSError, ImportError, NotImplementedError):
+        return None
+
+
+def _likely_large(paths: Sequence[Any]) -> bool:
+    """Whether the files are likely SERIAL_BELOW bytes or more, judged from the first file of
+    each third of the list (a rank's model, optimizer and extra state shards) before every file
+    is stated: the workers then start before that stat, not after it. A wrong guess costs only
+    processes started or a later start, never a verdict."""
+    third = max(len(paths) // 3, 1)
+    return sum(shards.file_size(paths[at]) for at in range(0, len(paths), third)[:3]) * third >= shards.SERIAL_BELOW
 
 
 def workers(files: int) -> int:

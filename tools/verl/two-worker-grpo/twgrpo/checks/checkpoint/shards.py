@@ -204,25 +204,38 @@ def _batches(order: List[Any], sizes: Dict[Any, int]) -> List[List[Any]]:
 
 
 def _parallel(sizes: Dict[Any, int], count: int, meter: "Progress") -> Dict[Any, Tuple[Problem, int]]:
-    return Parallel(sizes, count, meter).collect()
+    run = Parallel(count)
+    run.hand_files(sizes, meter)
+    return run.collect()
 
 
 class Parallel:
-    """The files checked by ``count`` worker processes: made and every task handed over at once
-    (the workers fork here), the verdicts collected by collect(), which may run in another
-    thread (checks/checkpoint/ahead.py). ``first``: other tasks (objects with hand(submit),
-    postflight/readahead.Task) handed to the workers before the shards."""
+    """The files checked by ``count`` worker processes: made (the workers fork here) with
+    ``first``, other tasks (objects with hand(submit), postflight/readahead.Task) handed to the
+    workers before any file; then every file handed over at once (hand_files), and the verdicts
+    collected by collect(), which may run in another thread (checks/checkpoint/ahead.py)."""
 
-    def __init__(self, sizes: Dict[Any, int], count: int, meter: "Progress", first: Sequence[Any] = ()) -> None:
-        self.sizes, self.meter = sizes, meter
-        order = sorted(sizes, key=lambda p: -sizes[p])  # largest first: the long poles start early
-        split_at = max(SLICE, sum(sizes.values()) // (count * 4))
-        split = [path for path in order if sizes[path] > split_at]
+    def __init__(self, count: int, first: Sequence[Any] = ()) -> None:
+        self.sizes: Dict[Any, int] = {}
+        self.meter: Optional[Progress] = None
         self.pending: Dict[Future, Tuple[str, list]] = {}
         self.pool = ProcessPoolExecutor(max_workers=count)
+        self.count = count
         try:
             for task in first:
                 task.hand(self.pool.submit)
+        except BaseException:
+            pools.stop(self.pool, wait=False)
+            raise
+
+    def hand_files(self, sizes: Dict[Any, int], meter: "Progress") -> None:
+        """Hand the workers every file, largest first (the long poles start early); a file
+        larger than a worker's share is checked in slices by several."""
+        self.sizes, self.meter = sizes, meter
+        order = sorted(sizes, key=lambda p: -sizes[p])
+        split_at = max(SLICE, sum(sizes.values()) // (self.count * 4))
+        split = [path for path in order if sizes[path] > split_at]
+        try:
             for path in split:
                 self.pending[self.pool.submit(_layout, str(path))] = ("layout", [path])
             for batch in _batches(order[len(split):], sizes):
