@@ -174,10 +174,12 @@ def test_postflight_reads_a_long_runs_scalars_and_rollouts_in_workers_of_its_own
 
 
 def test_the_shard_checks_workers_take_what_the_checks_ask_for_first_before_the_shards(tmp_path, monkeypatch):
-    """preflight.json, the scalars and the rollouts are asked for before the checkpoint: the
-    shard check's workers are handed them first, in that order, so none waits behind the
-    shards to be taken back by the one process every check waits for (at 2,048 x 8 the
-    rollouts were, 0.16 s of it)."""
+    """preflight.json, the log's segments, the scalars and the rollouts are asked for before
+    the checkpoint: the shard check's workers are handed them first, in that order, so none
+    waits behind the shards to be taken back by the one process every check waits for (at
+    2,048 x 8 the rollouts were, 0.16 s of it). preflight.json goes before the log's segments,
+    which this process takes back from the last: on two cores the one worker read it while
+    rank placement, which needs it, waited 0.08 s."""
     from twgrpo.checks.checkpoint import checkpoint, shards
     from twgrpo.formats import tfevents
     run, env = synthrun.healthy_run(tmp_path, 2, 2, steps=40)
@@ -187,12 +189,15 @@ def test_the_shard_checks_workers_take_what_the_checks_ask_for_first_before_the_
     monkeypatch.setattr(ahead, "workers", lambda jobs: 2)
     monkeypatch.setattr(readahead, "OWN_WORKERS_BYTES", 1)  # the event file counts as large
     monkeypatch.setattr(rollouts, "CHUNK_STEPS", 7)
+    monkeypatch.setattr(startreads, "LOG_SEGMENT", 1024)  # the log in segments too
+    monkeypatch.setattr(startreads.shards, "workers", lambda jobs: 2)  # two: one handed
     firsts = []
     start_ahead = checkpoint.start_ahead
     monkeypatch.setattr(checkpoint, "start_ahead", lambda *args, first=(): (
         firsts.append([task.fn for task in first]), start_ahead(*args, first=first))[1])
     assert _postflight(run, env) == alone
-    assert firsts == [[placement.read_preflight, tfevents.load_views] + [rollouts._judge_steps] * 6]
+    assert firsts == [[placement.read_preflight, _REAL_SCAN_RANGE, tfevents.load_views] +
+                      [rollouts._judge_steps] * 6]
 
 
 def test_preflight_json_read_by_a_worker_gives_the_same_findings_when_it_cannot_be_read(tmp_path, monkeypatch):
@@ -237,9 +242,15 @@ def test_a_large_logs_segments_scanned_by_workers_give_the_logs_findings_line_fo
 
 def _scan_the_first_segment_or_die(path, begin, end, *rest):
     """trainlog.scan_range, but a worker handed the log's first segment is killed (once,
-    leaving its mark) while it holds it."""
+    leaving its mark) while it holds it; postflight's own process waits for that (10 s at
+    most) before it scans, so it cannot take every segment back first."""
+    import time
     mark = os.environ["TEST_SEGMENT_MARK"]
-    if begin == 0 and os.getpid() != int(os.environ["TEST_PARENT_PID"]) and not os.path.exists(mark):
+    if os.getpid() == int(os.environ["TEST_PARENT_PID"]):
+        waited = time.monotonic() + 10
+        while not os.path.exists(mark) and time.monotonic() < waited:
+            time.sleep(0.01)
+    elif begin == 0 and not os.path.exists(mark):
         open(mark, "w").close()
         os._exit(9)
     return _REAL_SCAN_RANGE(path, begin, end, *rest)

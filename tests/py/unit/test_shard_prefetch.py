@@ -1,10 +1,10 @@
 """A batch of small shards opens the next file and asks the kernel for it while it checks one
-(checks/checkpoint/shards.py), so a cold read overlaps the check; only regular files are opened
+(checks/checkpoint/shardfile.py), so a cold read overlaps the check; only regular files are opened
 for good, and each file gets the verdict the one-file check gives it."""
 import os
 
 import torchlike
-from twgrpo.checks.checkpoint import shards
+from twgrpo.checks.checkpoint import shardfile, shards
 from twgrpo.formats import torchzip
 
 
@@ -24,7 +24,7 @@ def test_a_batch_asks_for_the_next_file_while_it_checks_one(tmp_path, monkeypatc
         return checked(data, crc)
 
     monkeypatch.setattr(torchzip, "check_bytes", check_bytes)
-    assert shards._batch(paths) == [(None, os.path.getsize(p)) for p in paths]
+    assert shardfile.batch(paths) == [(None, os.path.getsize(p)) for p in paths]
     ask = os.POSIX_FADV_WILLNEED
     assert events == [("ask", paths[1], ask), ("check", paths[0]), ("ask", paths[2], ask),
                       ("check", paths[1]), ("check", paths[2])]
@@ -41,7 +41,7 @@ def test_only_a_regular_file_is_asked_for_and_the_rest_get_the_one_file_verdict(
     (tmp_path / "start").write_bytes(b"not a zip")
     paths = [str(tmp_path / name) for name in names]
     before = set(os.listdir("/proc/self/fd"))
-    found = shards._batch(paths)
+    found = shardfile.batch(paths)
     assert set(os.listdir("/proc/self/fd")) == before  # every descriptor it opened is closed
     assert calls == [paths[-1]]  # the first file is not asked for: it is read at once
     assert [verdict for verdict, _ in found] == [shards.problem(path)[0] for path in paths]

@@ -7,7 +7,7 @@ import re
 import pytest
 import synthrun
 import torchlike
-from twgrpo.checks.checkpoint import progress, shards
+from twgrpo.checks.checkpoint import progress, shardfile, shards
 
 
 @pytest.fixture
@@ -50,8 +50,8 @@ def test_a_big_file_is_split_into_crc_slices(files):
     _, spans = shards.problem(files["big"], crc=False)
     slices = shards._slices(spans)
     assert len(slices) > 4 and [s for part in slices for s in part] == spans
-    assert shards._spans(str(files["big"]), slices[-1]) is None
-    assert shards._spans(str(files["big-crc"]), slices[-1])[0] == "damaged"
+    assert shardfile.spans(str(files["big"]), slices[-1]) is None
+    assert shardfile.spans(str(files["big-crc"]), slices[-1])[0] == "damaged"
 
 
 class Terminal(io.StringIO):

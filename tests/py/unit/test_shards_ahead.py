@@ -58,12 +58,13 @@ def test_tasks_handed_first_go_to_the_workers_before_every_shard(paths, monkeypa
     first = readahead.Task(None, sorted, "cba")
     started = ahead.Ahead(paths, 2, first=[first])
     assert (started.check_files(paths, sizes={}), first.answer()) == (alone(paths)[0], ["a", "b", "c"])
-    assert handed[0] == "sorted" and set(handed[1:]) == {"_batch"} and not first.taken_back
+    assert handed[0] == "sorted" and set(handed[1:]) == {"batch"} and not first.taken_back
 
 
-def test_the_workers_start_on_the_first_tasks_before_this_process_stats_every_shard(paths, monkeypatch):
-    """At 16,384 ranks the stat of 49,152 shards takes a tenth of a second: the workers take
-    the first tasks meanwhile. Fails where the workers are started after it."""
+def test_many_files_are_handed_to_the_workers_unstated_with_the_same_verdicts_and_sizes(paths, monkeypatch):
+    """More than STAT_ALL files: the workers fork and take the first tasks at once, and no file
+    is stated here but SAMPLES of them (49,152 shards' stat was a tenth of a second of the
+    process every check waits for). Fails where every file is stated first."""
     from twgrpo.checks.postflight import readahead
     events = []
 
@@ -75,32 +76,38 @@ def test_the_workers_start_on_the_first_tasks_before_this_process_stats_every_sh
     file_size = shards.file_size
     monkeypatch.setattr(shards, "ProcessPoolExecutor", Recording)
     monkeypatch.setattr(shards, "file_size", lambda p: (events.append(("stat", p)), file_size(p))[1])
+    monkeypatch.setattr(shards, "STAT_ALL", 3)
+    monkeypatch.setattr(shards, "SAMPLES", 2)
     first = readahead.Task(None, sorted, "cba")
     started = ahead.Ahead(paths, 2, first=[first])
-    assert (started.check_files(paths, sizes={}), first.answer()) == (alone(paths)[0], ["a", "b", "c"])
-    before = events[:events.index(("submit", "sorted"))]
-    assert {kind for kind, _ in before} <= {"stat"} and len(before) <= 3
-    assert {p for kind, p in events if kind == "stat"} == set(paths)
-
-
-@pytest.mark.parametrize("sampled", ["small", "large"])
-def test_a_wrong_guess_of_the_shards_size_changes_no_verdict(tmp_path, monkeypatch, sampled):
-    """The first file of each third decides whether the workers start before the stat: where
-    they are not what the rest is, the check starts by the total (or by the guess, the total
-    below SERIAL_BELOW), and every verdict is the one a check alone gives."""
-    made = []
-    for index in range(6):  # thirds of two: files 0, 2 and 4 are the ones sampled
-        path = tmp_path / f"{index}.pt"
-        if (index % 2 == 0) == (sampled == "large"):
-            torchlike.write_shard(path, torchlike.numels_for(64 << 10, 8))
-        made.append(str(path))
-    size = sum(shards.file_size(p) for p in made)
-    monkeypatch.setattr(shards, "SERIAL_BELOW", size if sampled == "small" else size + 1)
-    assert ahead._likely_large(made) == (sampled == "large")
-    started = ahead.Ahead(made, 2)
-    assert started.thread is not None  # small: started by the total, after the stat; large: by the guess
+    assert events[0] == ("submit", "sorted")
+    assert [p for kind, p in events if kind == "stat"] == [paths[0], paths[3]]  # the samples alone
     sizes = {}
-    assert (started.check_files(made, sizes=sizes), sizes) == alone(made)
+    assert (started.check_files(paths, sizes=sizes, progress=io.StringIO()), sizes, first.answer()) == \
+        alone(paths) + (["a", "b", "c"],)
+
+
+def test_a_sizes_estimate_is_the_nearest_sample_before_each_file(tmp_path, monkeypatch):
+    made = []
+    for index, size in enumerate([10, 11, 12, 500, 501, 502, 0]):
+        path = tmp_path / f"{index}"
+        path.write_bytes(b"x" * size)
+        made.append(str(path))
+    monkeypatch.setattr(shards, "SAMPLES", 3)  # a sample every third file: 0, 3, 6
+    assert shards.estimates(made) == [10, 10, 10, 500, 500, 500, 0]
+    monkeypatch.setattr(shards, "SAMPLES", 100)  # more samples than files: each file its own
+    assert shards.estimates(made) == [10, 11, 12, 500, 501, 502, 0]
+    assert shards.estimates([]) == []
+
+
+def test_the_progress_of_files_not_stated_first_says_what_it_knows():
+    from twgrpo.checks.checkpoint.progress import Progress
+    clock = iter([0.0, 10.0, 10.0]).__next__
+    stream = io.StringIO()
+    meter = Progress(stream, 4, None, clock=clock)
+    meter.on = True
+    meter.advance(1, 1 << 30)
+    assert stream.getvalue() == "\rcheckpoint: 1/4 files, 1.00 GiB, 102 MiB/s, 30 s left"
 
 
 def test_batches_no_worker_has_begun_are_checked_by_the_process_that_waits(paths, monkeypatch):

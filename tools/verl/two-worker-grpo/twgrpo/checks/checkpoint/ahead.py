@@ -1,7 +1,12 @@
 """The shard check started ahead: postflight starts it before its first check, so worker
 processes read the checkpoint (and a short run's rollouts, postflight/rollouts.py) while this
-process reads the log and the records; the checkpoint check then takes their verdicts. A 16,384-rank run has 49,152 shards: their
-check and the rest of postflight each take a core-second, one after the other without this.
+process reads the log and the records; the checkpoint check then takes their verdicts. A
+16,384-rank run has 49,152 shards: their check and the rest of postflight each take a
+core-second, one after the other without this.
+
+More than shards.STAT_ALL files (49,152 shards at 16,384 ranks) are handed to the workers
+without a stat of each here first: the workers fork at once and take postflight's first tasks
+(startreads.py) while this process goes on, and each file's size comes back with its verdict.
 
 When the check is asked for, the batches no worker has begun yet are checked by this
 process (shards.Parallel.take_back) while the workers finish theirs: on two cores the asking
@@ -14,6 +19,7 @@ progress line stays quiet until then: the other checks print their lines meanwhi
 """
 from __future__ import annotations
 
+import functools
 import io
 import sys
 import threading
@@ -38,19 +44,24 @@ class Ahead:
         self.thread: Optional[threading.Thread] = None
         if count < 1:
             return
-        if _likely_large(self.paths):  # the workers fork now and take the first tasks ...
+        if len(self.paths) > shards.STAT_ALL:  # not stated first: the workers fork now
             self.run = _started(count, first)
-        sizes = {p: shards.file_size(p) for p in self.paths}  # ... while this process stats
-        total = sum(sizes.values())
-        if self.run is None:
+            if self.run is None:
+                return  # no worker processes here: checked alone when asked for
+            self.meter = shards.Progress(io.StringIO(), len(self.paths), None)
+            hand = functools.partial(self.run.hand_unstated, self.paths, self.meter)
+        else:
+            sizes = {p: shards.file_size(p) for p in self.paths}
+            total = sum(sizes.values())
             if total < shards.SERIAL_BELOW:
                 return
             self.run = _started(count, first)
             if self.run is None:
-                return  # no worker processes here: checked alone when asked for
-        self.meter = shards.Progress(io.StringIO(), len(sizes), total)
+                return
+            self.meter = shards.Progress(io.StringIO(), len(sizes), total)
+            hand = functools.partial(self.run.hand_files, sizes, self.meter)
         try:
-            self.run.hand_files(sizes, self.meter)
+            hand()
         except (OSError, ImportError, NotImplementedError, RuntimeError):
             self.run = None  # a worker lost: checked alone when asked (first's tasks run here too)
             return
@@ -100,15 +111,6 @@ def _started(count: int, first: Sequence[Any]) -> Optional[shards.Parallel]:
         return shards.Parallel(count, first)
     except (OSError, ImportError, NotImplementedError):
         return None
-
-
-def _likely_large(paths: Sequence[Any]) -> bool:
-    """Whether the files are likely SERIAL_BELOW bytes or more, judged from the first file of
-    each third of the list (a rank's model, optimizer and extra state shards) before every file
-    is stated: the workers then start before that stat, not after it. A wrong guess costs only
-    processes started or a later start, never a verdict."""
-    third = max(len(paths) // 3, 1)
-    return sum(shards.file_size(paths[at]) for at in range(0, len(paths), third)[:3]) * third >= shards.SERIAL_BELOW
 
 
 def workers(files: int) -> int:

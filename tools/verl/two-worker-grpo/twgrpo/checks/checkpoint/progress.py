@@ -5,7 +5,7 @@ goes on (shards.py).
 from __future__ import annotations
 
 import time
-from typing import TextIO
+from typing import Optional, TextIO
 
 
 LOG_EVERY = 30.0  # seconds between progress lines in a log (a check shorter than this prints none)
@@ -14,12 +14,13 @@ LOG_LINES = 100  # lines a log gets at most, the last included: a day's check pr
 
 
 class Progress:
-    """Files and bytes done, rate, time left: on a terminal one line rewritten at most twice a
+    """Files and bytes done (of total, None where the files were not stated first), rate,
+    time left: on a terminal one line rewritten at most twice a
     second; elsewhere (a job's log) a whole line every LOG_EVERY seconds, the first after
     LOG_EVERY seconds, twice that after LOG_DOUBLING lines and so on, and a last one at the end
     when any was printed, so a log of a long check stays short (LOG_LINES at most)."""
 
-    def __init__(self, stream: TextIO, files: int, total: int, clock=time.monotonic) -> None:
+    def __init__(self, stream: TextIO, files: int, total: Optional[int], clock=time.monotonic) -> None:
         self.stream, self.files, self.total, self.clock = stream, files, total, clock
         self.on = bool(getattr(stream, "isatty", lambda: False)())
         self.done_files = self.done_bytes = 0
@@ -42,6 +43,10 @@ class Progress:
     def _text(self, now: float) -> str:
         elapsed = max(now - self.started, 1e-6)
         rate = self.done_bytes / elapsed
+        if self.total is None:  # the files' sizes not known ahead: the time left by files
+            left = (self.files - self.done_files) * elapsed / self.done_files if self.done_files else 0
+            return (f"checkpoint: {self.done_files}/{self.files} files, {_gib(self.done_bytes)} GiB, "
+                    f"{rate / (1 << 20):.0f} MiB/s, {left:.0f} s left")
         left = (self.total - self.done_bytes) / rate if rate else 0
         return (f"checkpoint: {self.done_files}/{self.files} files, {_gib(self.done_bytes)} of "
                 f"{_gib(self.total)} GiB, {rate / (1 << 20):.0f} MiB/s, {left:.0f} s left")

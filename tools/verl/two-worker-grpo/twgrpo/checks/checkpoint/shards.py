@@ -4,137 +4,37 @@ two files of 5 and 10 GB), with a progress line on a terminal, rewritten in plac
 log (not a terminal) a whole line every progress.LOG_EVERY seconds once the check has run that long,
 less often as it goes on (at most LOG_LINES lines).
 
-Each file gets the same verdict as checkpoint.shard_problem gives it alone. A big file is
-checked in two steps: its layout and data.pkl (torchzip.check without CRCs), then its entries'
-CRCs in slices of about SLICE bytes, each slice a task of its own.
+Each file gets the same verdict as checkpoint.shard_problem gives it alone (shardfile.py judges
+one file in a worker). A big file is checked in two steps: its layout and data.pkl
+(torchzip.check without CRCs), then its entries' CRCs in slices of about SLICE bytes, each slice
+a task of its own.
 """
 from __future__ import annotations
 
-import errno
 import os
-import stat
 import sys
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
-from ...formats import pools, torchzip
+from ...formats import pools
+from . import shardfile
 from .progress import Progress
+from .shardfile import Problem, problem  # problem: checkpoint.py's too
 
-Problem = Optional[Tuple[str, str]]  # None, or (missing | damaged | layout, what is wrong)
+__all__ = ["Problem", "Parallel", "Progress", "check_files", "estimates", "file_size", "problem",
+           "workers"]
+
 SLICE = 256 << 20  # bytes of CRC work in one task of a split file
 BATCH = 64 << 20  # small files are checked in batches of about this many bytes ...
 BATCH_FILES = 512  # ... or this many files, whichever comes first (a task costs ~0.3 ms)
 WORKER_MEMORY = 512 << 20  # what one worker may need: a chunk, data.pkl, the fast path's bound
 SERIAL_BELOW = 32 << 20  # less than this in all: no processes are started
-
-
-def problem(path: Path, crc: bool = True) -> Tuple[Problem, Optional[list]]:
-    """The verdict on one file, and its CRC spans when crc is False and its layout is good."""
-    try:
-        summary = torchzip.check(path, crc=crc)
-    except (OSError, torchzip.Damaged, torchzip.NotTorchSave) as exc:
-        return _problem_of(exc), None
-    return None, summary.get("spans")
-
-
-def _problem_of(exc: Exception) -> Tuple[str, str]:
-    if isinstance(exc, FileNotFoundError):
-        return "missing", "missing"
-    if isinstance(exc, torchzip.Damaged):
-        return "damaged", str(exc)
-    if isinstance(exc, torchzip.NotTorchSave):
-        return "layout", f"not a torch.save archive: {exc}"
-    return "damaged", f"unreadable ({getattr(exc, 'strerror', None) or exc})"
-
-
-def _batch(paths: Sequence[str]) -> List[Tuple[Problem, int]]:
-    """Each file's problem and size (0 when it could not be opened), in order. The next file is
-    opened, and the kernel asked to start reading it, while this one is checked: a cold read
-    overlaps the check. A small file is read in one call, from the descriptor already open."""
-    found: List[Tuple[Problem, int]] = []
-    upcoming = _opened(paths[0]) if paths else (None, None)
-    try:
-        for index in range(len(paths)):
-            fd, size = upcoming
-            upcoming = (None, None)
-            if index + 1 < len(paths):
-                upcoming = _opened(paths[index + 1])
-                if upcoming[0] is not None:
-                    _prefetch(upcoming[0])
-            if fd is None:
-                found.append((_problem_of(size), 0))
-                continue
-            try:
-                found.append((_small(fd, size) if size <= torchzip.IN_MEMORY else
-                              problem(Path(paths[index]))[0], size))
-            finally:
-                os.close(fd)
-    finally:
-        if upcoming[0] is not None:
-            os.close(upcoming[0])
-    return found
-
-
-OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-
-
-def _opened(path: str) -> Tuple[Optional[int], Any]:
-    """(descriptor, size) of a regular file, or (None, the OSError that refused it): opened
-    with O_NONBLOCK and checked with fstat, as bounded.open_regular does, so a FIFO or device
-    in its place is refused, never waited on."""
-    try:
-        fd = os.open(path, OPEN_FLAGS)
-    except OSError as exc:
-        return None, exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
-    except OSError as exc:
-        os.close(fd)
-        return None, exc
-    return fd, info.st_size
-
-
-def _small(fd: int, size: int) -> Problem:
-    """The verdict on a file of at most IN_MEMORY bytes, open as fd: read whole, then judged."""
-    try:
-        data = os.read(fd, size)
-        while len(data) < size:  # a read may return less; the file may also have shrunk
-            more = os.read(fd, size - len(data))
-            if not more:
-                break
-            data += more
-        torchzip.check_bytes(data)
-    except (OSError, torchzip.Damaged, torchzip.NotTorchSave) as exc:
-        return _problem_of(exc)
-    return None
-
-
-def _prefetch(fd: int) -> None:
-    """Ask the kernel to start reading an open regular file into the page cache, and return at
-    once (posix_fadvise WILLNEED); only a hint: any error is left alone."""
-    try:
-        if hasattr(os, "posix_fadvise"):
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-    except OSError:
-        pass
-
-
-def _layout(path: str) -> Tuple[Problem, Optional[list]]:
-    return problem(Path(path), crc=False)
-
-
-def _spans(path: str, spans: list) -> Problem:
-    try:
-        torchzip.check_spans(path, spans)
-    except torchzip.Damaged as exc:
-        return "damaged", str(exc)
-    except OSError as exc:
-        return "damaged", f"unreadable ({exc.strerror or exc})"
-    return None
+# More files than this, checked ahead (ahead.py), are not stated first: a stat is 2 us and
+# 49,152 shards' took a tenth of a second of the one process every check waits for, while the
+# workers fstat each file anyway. Their batches are planned from a few files' sizes (SAMPLES).
+STAT_ALL = 4096
+SAMPLES = 8
 
 
 def workers(jobs: int) -> int:
@@ -179,7 +79,7 @@ def check_files(paths: Sequence[Any], jobs: Optional[int] = None, progress: Opti
     if found is None:
         found = {}
         for part in _batches(list(stated), stated):
-            for path, verdict in zip(part, _batch([str(p) for p in part])):
+            for path, verdict in zip(part, shardfile.batch([str(p) for p in part])):
                 found[path] = verdict
                 meter.advance(1, stated[path])
         meter.close()
@@ -216,7 +116,8 @@ class Parallel:
     collected by collect(), which may run in another thread (checks/checkpoint/ahead.py)."""
 
     def __init__(self, count: int, first: Sequence[Any] = ()) -> None:
-        self.sizes: Dict[Any, int] = {}
+        self.sizes: Dict[Any, int] = {}  # each file's size, where stated before
+        self.paths: List[Any] = []
         self.meter: Optional[Progress] = None
         self.pending: Dict[Future, Tuple[str, list]] = {}
         self.pool = ProcessPoolExecutor(max_workers=count)
@@ -231,15 +132,28 @@ class Parallel:
     def hand_files(self, sizes: Dict[Any, int], meter: "Progress") -> None:
         """Hand the workers every file, largest first (the long poles start early); a file
         larger than a worker's share is checked in slices by several."""
-        self.sizes, self.meter = sizes, meter
+        self.sizes, self.paths, self.meter = sizes, list(sizes), meter
         order = sorted(sizes, key=lambda p: -sizes[p])
         split_at = max(SLICE, sum(sizes.values()) // (self.count * 4))
         split = [path for path in order if sizes[path] > split_at]
         try:
             for path in split:
-                self.pending[self.pool.submit(_layout, str(path))] = ("layout", [path])
+                self.pending[self.pool.submit(shardfile.layout, str(path))] = ("layout", [path])
             for batch in _batches(order[len(split):], sizes):
-                self.pending[self.pool.submit(_batch, [str(p) for p in batch])] = ("batch", batch)
+                self.pending[self.pool.submit(shardfile.batch, [str(p) for p in batch])] = ("batch", batch)
+        except BaseException:
+            pools.stop(self.pool, list(self.pending), wait=False)
+            raise
+
+    def hand_unstated(self, paths: Sequence[Any], meter: "Progress") -> None:
+        """Hand the workers every file, in order, none stated first: batches of about BATCH
+        bytes as the nearest file sampled before each has it (estimates()), no file split."""
+        self.paths, self.meter = list(paths), meter
+        estimate = estimates(self.paths)
+        try:
+            for batch in _batches(list(range(len(self.paths))), estimate):
+                part = [self.paths[at] for at in batch]
+                self.pending[self.pool.submit(shardfile.batch, [str(p) for p in part])] = ("batch", part)
         except BaseException:
             pools.stop(self.pool, list(self.pending), wait=False)
             raise
@@ -251,10 +165,10 @@ class Parallel:
     def complete(self, found: Dict[Any, Tuple[Problem, int]]) -> Dict[Any, Tuple[Problem, int]]:
         """Every file's verdict and size: found's, and for a file no one answered for (each
         is in one task, so none should be), the check run here; never a pass by default."""
-        missing = [path for path in self.sizes if path not in found]
+        missing = [path for path in self.paths if path not in found]
         if missing:
             found = {**found, **self.check_here(missing)}
-        return {path: found[path] for path in self.sizes}
+        return {path: found[path] for path in self.paths}
 
     def collect_workers(self) -> Dict[Any, Tuple[Problem, int]]:
         """The verdicts of the files the workers checked: all but those take_back() took."""
@@ -273,14 +187,15 @@ class Parallel:
                 continue
             if not future.cancel():
                 break
-            found.update(self.check_here(paths))
-            self.meter.advance(len(paths), sum(self.sizes[p] for p in paths))
+            checked = self.check_here(paths)
+            found.update(checked)
+            self.meter.advance(len(paths), sum(size for _, size in checked.values()))
         return found
 
     @staticmethod
     def check_here(paths: Sequence[Any]) -> Dict[Any, Tuple[Problem, int]]:
         """Each file's verdict and size, checked in this process."""
-        return dict(zip(paths, _batch([str(p) for p in paths])))
+        return dict(zip(paths, shardfile.batch([str(p) for p in paths])))
 
     def _collect(self) -> Dict[Any, Tuple[Problem, int]]:
         sizes, meter, pending, pool = self.sizes, self.meter, self.pending, self.pool
@@ -293,9 +208,10 @@ class Parallel:
                 if future.cancelled():  # taken back: checked by take_back()'s caller
                     continue
                 if kind == "batch":
-                    for path, found in zip(paths, future.result()):
+                    verdicts = future.result()
+                    for path, found in zip(paths, verdicts):
                         results[path] = found
-                    meter.advance(len(paths), sum(sizes[p] for p in paths))
+                    meter.advance(len(paths), sum(size for _, size in verdicts))
                 elif kind == "layout":
                     path = paths[0]
                     found, spans = future.result()
@@ -306,7 +222,7 @@ class Parallel:
                     slices = _slices(spans)
                     slices_left[path] = len(slices)
                     for part in slices:
-                        pending[pool.submit(_spans, str(path), part)] = ("span", [path, part])
+                        pending[pool.submit(shardfile.spans, str(path), part)] = ("span", [path, part])
                 else:
                     path, part = paths
                     found = future.result()
@@ -316,6 +232,15 @@ class Parallel:
                     meter.advance(0 if slices_left[path] else 1, sum(s[2] for s in part))
         meter.close()
         return results
+
+
+def estimates(paths: Sequence[Any]) -> List[int]:
+    """Each file's size as the nearest of SAMPLES files spread over the list, at or before it,
+    has it (a rank's shards of one kind lie together and are alike): for planning only, a
+    verdict never depends on it."""
+    step = max(-(-len(paths) // SAMPLES), 1)
+    sampled = [file_size(paths[at]) for at in range(0, len(paths), step)]
+    return [sampled[at // step] for at in range(len(paths))]
 
 
 def _slices(spans: list) -> List[list]:

@@ -1,9 +1,9 @@
 """What postflight hands to worker processes before its first check, so they read while it
-scans the training log, in the order the checks ask for the answers: a large log's segments
-but its last, which this process scans (and those no worker has begun), preflight.json (rank
-placement needs it right after the log pass), large event files, the rollout files
-(readahead.py), then the checkpoint's shards (checkpoint/ahead.py). Only where a file is read
-changes, never what is found.
+scans the training log, in about the order the checks ask for the answers: preflight.json
+(rank placement needs it right after the log pass), a large log's segments but its last,
+which this process scans (and those no worker has begun, from the last), large event files,
+the rollout files (readahead.py), then the checkpoint's shards (checkpoint/ahead.py). Only
+where a file is read changes, never what is found.
 """
 from __future__ import annotations
 
@@ -47,10 +47,12 @@ def start_reads(ctx: Any) -> Optional[readahead.Workers]:
     scalars = readahead.Task(None, tfevents.load_views, folder.tensorboard, ctx.scalar_views()) \
         if event_bytes >= readahead.OWN_WORKERS_BYTES else None
     steps_ahead = rollouts.unhanded(ctx)
-    # Handed in the order the checks ask for the answers (the log, preflight.json, the scalars,
-    # the rollouts, then the shards): a task asked for before a worker began it is taken back
-    # and run here, by the one process every check waits for
-    first = handed + [ctx.preflight_ahead] + ([scalars] if scalars is not None else []) + \
+    # Handed in about the order the checks ask for the answers (preflight.json, the log, the
+    # scalars, the rollouts, then the shards): a task asked for before a worker began it is
+    # taken back and run here, by the one process every check waits for. preflight.json goes
+    # first: this process takes the log's segments back from the last, and on two cores the one
+    # worker was still reading it (0.2 s) when rank placement asked for it
+    first = [ctx.preflight_ahead] + handed + ([scalars] if scalars is not None else []) + \
         (steps_ahead.tasks if steps_ahead is not None else [])
     ctx.ahead = checkpoint.start_ahead(ctx.run_dir, ctx.steps, ctx.world_size, first=first)
     steps = max(ctx.steps - ctx.first_step + 1, 0)
