@@ -214,11 +214,21 @@ def test_a_line_is_judged_for_fatal_markers_and_causes_only_past_the_words_both_
         assert scan.fatal_count + sum(scan.cause_counts.values()) > 0, line
 
 
-def test_a_merge_takes_a_new_key_whole_only_with_room_for_all_it_holds(tmp_path, monkeypatch):
-    """merge() adopts a rank's evidence whole when it fits the budget; at every budget, the
-    scan is the one that adding each item on its own gives (the whole-key path off)."""
-    path = synthesized(tmp_path)
-    path.write_text(path.read_text() * 2)  # every rank's lines again: each key in two segments
+@pytest.mark.parametrize("again", ["the same", "changed"])
+def test_a_merge_takes_a_new_key_whole_only_with_room_for_all_it_holds(tmp_path, monkeypatch, again):
+    """merge() adopts a rank's evidence whole when it fits the budget, and a segment's whole
+    when all of it does; at every budget, the scan and its counts are the ones that adding each
+    item on its own gives (both paths off). Every rank's lines come again: each key is in two
+    segments, the second time with the same items or with others (another peer count, device
+    and network)."""
+    path = synthesized(tmp_path, transport="ib", network="IB", ib_value="0")
+    text = path.read_text()
+    if again == "changed":
+        later = text.replace("is connected to 7.", "is connected to 6.").replace("mlx5_0", "mlx5_9")
+        assert later.count("mlx5_9") >= 8 and later.count("connected to 6.") >= 8
+        path.write_text(text + later.replace("Using network IB", "Using network Socket"))
+    else:
+        path.write_text(text * 2)
     size = path.stat().st_size
     segments = trainlog.segments(size, 3)
     assert len(segments) == 3
@@ -231,6 +241,7 @@ def test_a_merge_takes_a_new_key_whole_only_with_room_for_all_it_holds(tmp_path,
     got = [joined(keep) for keep in keeps]
     assert joined(None) == line_by_line(path)
     monkeypatch.setattr(evidencemerge, "room_for", lambda total, items: False)
+    monkeypatch.setattr(evidencemerge, "all_fit", lambda total, other: False)
     want = [joined(keep) for keep in keeps]
     for keep, one, other in zip(keeps, got, want):
         assert (one, one.kept, one.dropped) == (other, other.kept, other.dropped), keep

@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=c05a729fa2cd9ed8de6cbdbffe1f6a20453954da45642b89f6eef405c127176f
+readonly BUNDLE_SUMS_SHA256=77d887a013e2f5ecc9cc15220281152708901ec4a4032b567f63110d8f7e5373
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}
