@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=77d887a013e2f5ecc9cc15220281152708901ec4a4032b567f63110d8f7e5373
+readonly BUNDLE_SUMS_SHA256=cc3f3d0d79279d618ef7b5eb79ca3a24a179931b4ecdfda69350ce5ef2b3eedd
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

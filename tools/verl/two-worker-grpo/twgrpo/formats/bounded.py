@@ -13,7 +13,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, List, Tuple, Union
+from typing import Any, BinaryIO, Iterator, List, Optional, Tuple, Union
 
 RECORD_LIMIT = 16 << 20  # the bundle's JSON records are kilobytes; 64 nodes stay far below this
 LINE_LIMIT = 1 << 20     # longer lines are cut (and read past) rather than held whole
@@ -158,11 +158,13 @@ def read_text(path: Path, limit: int = RECORD_LIMIT) -> str:
     return read_bytes(path, limit).decode("utf-8", "replace")
 
 
-def depth(data: bytes, most: int = MAX_DEPTH) -> int:
+def depth(data: bytes, most: int = MAX_DEPTH, openers: Optional[int] = None) -> int:
     """The nesting depth of a JSON text, measured on its bytes without recursion: escapes and
     then strings are dropped, every bracket becomes [ or ], and each pass removes the innermost
-    pairs. Returns most + 1 when it is deeper than most; -1 when the brackets do not pair up."""
-    openers = data.count(b"[") + data.count(b"{")
+    pairs. Returns most + 1 when it is deeper than most; -1 when the brackets do not pair up.
+    openers: data's count of [ and {, where the caller has it (a pass over data each)."""
+    if openers is None:
+        openers = data.count(b"[") + data.count(b"{")
     if openers <= most:
         return openers  # no deeper than the count of openers (json.loads judges the rest)
     if b"\\" in data:
@@ -194,7 +196,10 @@ def cost(data: bytes) -> int:
     times over (bytes, str, the strings parsed), a small dict for every bracket, and a value for
     every comma and colon (inside strings too: there it errs upward). A 4 MiB record of
     `[{},{},...]` costs some 250 MiB to parse, one of long strings 12 MiB."""
-    containers = data.count(b"[") + data.count(b"{")
+    return _cost(data, data.count(b"[") + data.count(b"{"))
+
+
+def _cost(data: bytes, containers: int) -> int:
     values = data.count(b",") + data.count(b":") + 1
     return TEXT_COST * len(data) + CONTAINER_COST * containers + VALUE_COST * values
 
@@ -217,10 +222,12 @@ def loads(data: Union[bytes, str], max_depth: int = MAX_DEPTH, memory: int = MEM
     max_depth, would cost more than `memory` bytes to hold (cost()), or holds an integer longer
     than MAX_INT_DIGITS."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    if cost(raw) > memory:
-        raise ValueError(f"{len(raw)} bytes holding about {cost(raw) >> 20} MiB of values, more "
+    openers = raw.count(b"[") + raw.count(b"{")  # for the cost and the depth: counted once
+    estimate = _cost(raw, openers)
+    if estimate > memory:
+        raise ValueError(f"{len(raw)} bytes holding about {estimate >> 20} MiB of values, more "
                          f"than the {memory >> 20} MiB a record may take to read")
-    levels = depth(raw, max_depth)
+    levels = depth(raw, max_depth, openers)
     if levels > max_depth:
         raise ValueError(f"nested more than {max_depth} levels deep")
     if levels < 0:
