@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=cc3f3d0d79279d618ef7b5eb79ca3a24a179931b4ecdfda69350ce5ef2b3eedd
+readonly BUNDLE_SUMS_SHA256=1c7f0144a7e2180fbcd9ea8196ad74d9fccc7a6384f700089c461ff2fa6521b5
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

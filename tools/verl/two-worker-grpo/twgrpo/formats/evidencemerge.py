@@ -11,9 +11,9 @@ asks it: the items taken anew are counted as they are taken (merge_all), 16 segm
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import AbstractSet, Any, Tuple
 
-from .rankevidence import shared
+from .rankevidence import grown
 
 
 def merge_evidence(total: Any, other: Any) -> None:
@@ -44,9 +44,12 @@ def merge_evidence(total: Any, other: Any) -> None:
                                       t.ib_devices - mine.ib_devices)
             if room_for(total, len(t.ib_disable) + len(ips) + len(networks) + len(devices)):
                 mine.ib_disable += t.ib_disable
-                mine.socket_ips = shared(mine.socket_ips, ips)
-                mine.networks = shared(mine.networks, networks)
-                mine.ib_devices = shared(mine.ib_devices, devices)
+                if ips:
+                    mine.socket_ips = grown(mine.socket_ips, ips)
+                if networks:
+                    mine.networks = grown(mine.networks, networks)
+                if devices:
+                    mine.ib_devices = grown(mine.ib_devices, devices)
                 continue
         for ib in t.ib_disable:
             total.add_transport(key, ib=ib)
@@ -105,14 +108,14 @@ def merge_all(total: Any, other: Any) -> int:
             mine.ib_disable += t.ib_disable
             added += len(t.ib_disable)
         if not t.socket_ips <= mine.socket_ips:  # an empty or known set adds nothing
-            added += len(t.socket_ips - mine.socket_ips)
-            mine.socket_ips = shared(mine.socket_ips, t.socket_ips)
+            mine.socket_ips, more = _joined(mine.socket_ips, t.socket_ips)
+            added += more
         if not t.networks <= mine.networks:
-            added += len(t.networks - mine.networks)
-            mine.networks = shared(mine.networks, t.networks)
+            mine.networks, more = _joined(mine.networks, t.networks)
+            added += more
         if not t.ib_devices <= mine.ib_devices:
-            added += len(t.ib_devices - mine.ib_devices)
-            mine.ib_devices = shared(mine.ib_devices, t.ib_devices)
+            mine.ib_devices, more = _joined(mine.ib_devices, t.ib_devices)
+            added += more
     gloo = total.gloo
     for key, seen in other.gloo.items():
         held = gloo.get(key)
@@ -124,3 +127,12 @@ def merge_all(total: Any, other: Any) -> int:
             added += len(seen - held)
             held |= seen
     return added
+
+
+def _joined(mine: AbstractSet[str], theirs: AbstractSet[str]) -> Tuple[AbstractSet[str], int]:
+    """mine with theirs added, and how many items are new: theirs itself where mine is empty
+    (a later segment's set, as it came back: frozen and shared, or its scan's own)."""
+    if not mine:
+        return theirs, len(theirs)
+    new = theirs - mine
+    return grown(mine, new), len(new)

@@ -4,15 +4,16 @@
 A log segment's scan comes back from its worker process holding tens of thousands of these,
 and the process that asked unpickles them alone, while the others wait: each is pickled as its
 fields and rebuilt by one call, not as a dataclass's default state dict (slower to load). A
-Transport's IPs, networks and devices are frozen sets, replaced as they grow, never changed,
-and each distinct one is held once (shared()): every rank of a segment names the same eight
-IB devices, so the segment pickles that set once and its unpickling builds it once, not a set
-a rank (2,048 x 8: 0.12 s of the whole log's 0.30 s to load).
+scan's transports are pickled as frozen(): each distinct set of IPs, networks or devices is
+one frozen set held by every transport naming it (every rank of a segment names the same eight
+IB devices), so it is pickled once and unpickled once, not a set a rank (2,048 x 8: 0.12 s of
+the whole log's 0.30 s to load). A set grows in place (grown()): a frozen one, as a scan comes
+back, is copied once, when it first grows.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple
+from typing import AbstractSet, Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 
 @dataclasses.dataclass
@@ -34,28 +35,40 @@ class InitEvent:
                             self.prefix_pid, self.line))
 
 
-NONE: FrozenSet[str] = frozenset()
-_SHARED: Dict[FrozenSet[str], FrozenSet[str]] = {}
-SHARED_MOST, SHARED_ITEMS = 4096, 64  # sets held for sharing, and items in each: bounded memory
+NONE: FrozenSet[str] = frozenset()  # a transport's sets until a line names an item
 
 
-def shared(held: FrozenSet[str], more: Iterable[str] = ()) -> FrozenSet[str]:
-    """held with more added: the one object held for that set where there is one."""
-    grown = held.union(more)
-    same = _SHARED.get(grown)
-    if same is None:
-        same = grown
-        if len(_SHARED) < SHARED_MOST and len(grown) <= SHARED_ITEMS:
-            _SHARED[grown] = grown
-    return same
+def grown(held: AbstractSet[str], more: Iterable[str]) -> Set[str]:
+    """held with more added, in place where held is a set already (a frozen set, as a scan
+    comes back or as a transport starts, is copied first): an item costs the same however
+    many a process names."""
+    if type(held) is not set:
+        held = set(held)
+    held.update(more)
+    return held
 
 
 @dataclasses.dataclass
 class Transport:
     ib_disable: List[str] = dataclasses.field(default_factory=list)
-    socket_ips: FrozenSet[str] = NONE
-    networks: FrozenSet[str] = NONE
-    ib_devices: FrozenSet[str] = NONE  # "mlx5_0:1/IB"
+    socket_ips: AbstractSet[str] = NONE
+    networks: AbstractSet[str] = NONE
+    ib_devices: AbstractSet[str] = NONE  # "mlx5_0:1/IB"
 
     def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
         return (Transport, (self.ib_disable, self.socket_ips, self.networks, self.ib_devices))
+
+
+def frozen(transport: Dict[Any, Transport]) -> Dict[Any, Transport]:
+    """The transports as a scan is pickled: copies whose sets are frozen, each distinct set one
+    object however many transports name it (the originals are left as they are)."""
+    held: Dict[FrozenSet[str], FrozenSet[str]] = {}
+
+    def one(items: AbstractSet[str]) -> FrozenSet[str]:
+        if not items:
+            return NONE
+        made = frozenset(items)
+        return held.setdefault(made, made)
+
+    return {key: Transport(t.ib_disable, one(t.socket_ips), one(t.networks), one(t.ib_devices))
+            for key, t in transport.items()}

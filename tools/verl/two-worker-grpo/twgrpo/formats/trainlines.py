@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from .causes import CAUSE_WORDS, classify
 from .evidencemerge import merge_evidence
-from .rankevidence import InitEvent, Transport, shared
+from .rankevidence import InitEvent, Transport, frozen, grown
 
 FATAL_SAMPLES = 20
 CAUSE_SAMPLES = 5  # per cause
@@ -198,12 +198,15 @@ class LogScan:
         if ib is not None and self.room():
             t.ib_disable.append(ib)
         if ips:  # new ones only, each once, in order
-            t.socket_ips = shared(t.socket_ips, self.take([ip for ip in dict.fromkeys(ips) if ip not in t.socket_ips]))
+            new = self.take([ip for ip in dict.fromkeys(ips) if ip not in t.socket_ips])
+            if new:
+                t.socket_ips = grown(t.socket_ips, new)
         if network is not None and network not in t.networks and self.room():
-            t.networks = shared(t.networks, (network,))
+            t.networks = grown(t.networks, (network,))
         if ib_devices:
-            t.ib_devices = shared(t.ib_devices, self.take([d for d in dict.fromkeys(ib_devices)
-                                                            if d not in t.ib_devices]))
+            new = self.take([d for d in dict.fromkeys(ib_devices) if d not in t.ib_devices])
+            if new:
+                t.ib_devices = grown(t.ib_devices, new)
 
     def add_fatal(self, line: int, name: str, text: str) -> None:
         self.fatal_count += 1
@@ -222,6 +225,13 @@ class LogScan:
         self.long_count += 1
         if len(self.long_lines) < FATAL_SAMPLES:
             self.long_lines.append((line, offset, length))
+
+    def __getstate__(self) -> Dict[str, Any]:
+        """As pickled (a segment's scan going back from its worker): the transports frozen,
+        each distinct set once (rankevidence.frozen)."""
+        state = dict(self.__dict__)
+        state["transport"] = frozen(self.transport)
+        return state
 
     def merge(self, other: "LogScan") -> None:
         """Append a later segment's scan (line numbers already absolute)."""
