@@ -124,3 +124,14 @@ def test_a_pickle_read_before_is_not_unpickled_again_and_each_file_is_still_matc
     with pytest.raises(torchzip.NotTorchSave, match="storage data/1: 32 x BFloat16Storage needs 64 bytes, the entry holds 62"):
         torchzip.check(path)
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("kept", [0, 2])
+def test_the_pickles_remembered_are_at_most_refs_kept_and_none_at_zero(tmp_path, monkeypatch, kept):
+    monkeypatch.setattr(torchzip, "_REFS", {})
+    monkeypatch.setattr(torchzip, "REFS_KEPT", kept)
+    for rank in range(4):  # four distinct data.pkl: another shape each
+        path = tmp_path / f"model_world_size_4_rank_{rank}.pt"
+        torchlike.write_shard(path, [64, 32 + rank])
+        assert torchzip.check(path)["storages"] == 2
+    assert len(torchzip._REFS) == kept

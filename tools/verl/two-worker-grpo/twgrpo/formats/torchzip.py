@@ -91,7 +91,7 @@ def _fast_refs(data: bytes, limit: int) -> Optional[Tuple[Dict[int, Tuple[str, A
         if refs is None:
             return None
         known = refs, _entry_sizes(refs)
-        if len(data) <= REFS_MAX_PICKLE:
+        if len(data) <= REFS_MAX_PICKLE and REFS_KEPT > 0:  # REFS_KEPT = 0: none remembered
             if len(_REFS) >= REFS_KEPT:
                 del _REFS[next(iter(_REFS))]
             _REFS[key] = known

@@ -96,7 +96,8 @@ def metrics_taken(text: bytes) -> bool:
 
 
 # Field texts remembered (hosts, device lists repeat rank after rank): at most MEMO_MOST of at
-# most MEMO_TEXT bytes each, about 2 MiB in all on any log; any other text is checked anew.
+# most MEMO_TEXT bytes each in each memo, about 2 MiB a memo on any log; any other text is
+# checked anew.
 # A remembered host, bus id or commId is also one str object wherever it is held, so a
 # segment's scan pickles it once and its unpickling (serial, in the process that asked) makes
 # it once: 2,048 x 8's whole-log scan loads in 0.10 s, not 0.15.
