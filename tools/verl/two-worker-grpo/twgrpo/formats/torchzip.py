@@ -101,8 +101,9 @@ def _fast_refs(data: bytes, limit: int) -> Optional[Tuple[Dict[int, Tuple[str, A
 def _entry_sizes(refs: Dict[int, Tuple[str, Any]]) -> Optional[List[int]]:
     """The size of each data/<key> entry, key 0..n-1, that refs asks for, when every key is
     there once and each storage's element count and element size are known; None otherwise.
-    The entries' sizes equal it exactly when _match finds nothing: a shard's storages are judged
-    by one comparison in C (and a pickle seen before by the one remembered)."""
+    Entries whose sizes equal it pass _match's rules, so a shard's storages are judged by one
+    comparison in C (a pickle seen before by the list remembered); any other case is left to
+    _match, which passes it or words the finding."""
     count = len(refs)
     if not count:
         return []
