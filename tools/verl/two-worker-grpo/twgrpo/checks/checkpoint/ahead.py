@@ -19,7 +19,6 @@ progress line stays quiet until then: the other checks print their lines meanwhi
 """
 from __future__ import annotations
 
-import functools
 import io
 import sys
 import threading
@@ -44,24 +43,21 @@ class Ahead:
         self.thread: Optional[threading.Thread] = None
         if count < 1:
             return
-        if len(self.paths) > shards.STAT_ALL:  # not stated first: the workers fork now
-            self.run = _started(count, first)
-            if self.run is None:
-                return  # no worker processes here: checked alone when asked for
-            self.meter = shards.Progress(io.StringIO(), len(self.paths), None)
-            hand = functools.partial(self.run.hand_unstated, self.paths, self.meter)
-        else:
+        sizes: Optional[Dict[Any, int]] = None  # more than STAT_ALL files: none stated first
+        if len(self.paths) <= shards.STAT_ALL:
             sizes = {p: shards.file_size(p) for p in self.paths}
-            total = sum(sizes.values())
-            if total < shards.SERIAL_BELOW:
+            if sum(sizes.values()) < shards.SERIAL_BELOW:
                 return
-            self.run = _started(count, first)
-            if self.run is None:
-                return
-            self.meter = shards.Progress(io.StringIO(), len(sizes), total)
-            hand = functools.partial(self.run.hand_files, sizes, self.meter)
+        self.run = _started(count, first)
+        if self.run is None:
+            return  # no worker processes here: checked alone when asked for
         try:
-            hand()
+            if sizes is None:
+                self.meter = shards.Progress(io.StringIO(), len(self.paths), None)
+                self.run.hand_unstated(self.paths, self.meter)
+            else:
+                self.meter = shards.Progress(io.StringIO(), len(sizes), sum(sizes.values()))
+                self.run.hand_files(sizes, self.meter)
         except (OSError, ImportError, NotImplementedError, RuntimeError):
             self.run = None  # a worker lost: checked alone when asked (first's tasks run here too)
             return

@@ -136,24 +136,22 @@ class Parallel:
         order = sorted(sizes, key=lambda p: -sizes[p])
         split_at = max(SLICE, sum(sizes.values()) // (self.count * 4))
         split = [path for path in order if sizes[path] > split_at]
-        try:
-            for path in split:
-                self.pending[self.pool.submit(shardfile.layout, str(path))] = ("layout", [path])
-            for batch in _batches(order[len(split):], sizes):
-                self.pending[self.pool.submit(shardfile.batch, [str(p) for p in batch])] = ("batch", batch)
-        except BaseException:
-            pools.stop(self.pool, list(self.pending), wait=False)
-            raise
+        self._hand(split, _batches(order[len(split):], sizes))
 
     def hand_unstated(self, paths: Sequence[Any], meter: "Progress") -> None:
         """Hand the workers every file, in order, none stated first: batches of about BATCH
         bytes as the nearest file sampled before each has it (estimates()), no file split."""
         self.paths, self.meter = list(paths), meter
-        estimate = estimates(self.paths)
+        batches = _batches(list(range(len(self.paths))), estimates(self.paths))
+        self._hand([], [[self.paths[at] for at in batch] for batch in batches])
+
+    def _hand(self, split: List[Any], batches: List[List[Any]]) -> None:
+        """Each split file's layout task, then each batch's: no worker outlives a failed hand."""
         try:
-            for batch in _batches(list(range(len(self.paths))), estimate):
-                part = [self.paths[at] for at in batch]
-                self.pending[self.pool.submit(shardfile.batch, [str(p) for p in part])] = ("batch", part)
+            for path in split:
+                self.pending[self.pool.submit(shardfile.layout, str(path))] = ("layout", [path])
+            for batch in batches:
+                self.pending[self.pool.submit(shardfile.batch, [str(p) for p in batch])] = ("batch", batch)
         except BaseException:
             pools.stop(self.pool, list(self.pending), wait=False)
             raise
