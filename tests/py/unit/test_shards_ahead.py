@@ -87,6 +87,22 @@ def test_many_files_are_handed_to_the_workers_unstated_with_the_same_verdicts_an
         alone(paths) + (["a", "b", "c"],)
 
 
+def test_sampled_files_that_are_a_fifo_a_device_or_a_folder_change_no_verdict(paths, tmp_path, monkeypatch):
+    """Unstated files planned from samples that are not regular files: nothing waits on the
+    FIFO, and every verdict and size is the one a check alone gives."""
+    import os
+    os.mkfifo(tmp_path / "fifo.pt")
+    (tmp_path / "zero.pt").symlink_to("/dev/zero")
+    (tmp_path / "folder.pt").mkdir()
+    odd = [str(tmp_path / name) for name in ("fifo.pt", "zero.pt", "folder.pt")]
+    mixed = [odd[0]] + paths[:2] + [odd[1]] + paths[2:4] + [odd[2]] + paths[4:]
+    monkeypatch.setattr(shards, "STAT_ALL", 3)
+    monkeypatch.setattr(shards, "SAMPLES", 3)  # samples at 0, 3 and 6: the three odd ones
+    sizes = {}
+    assert (ahead.Ahead(mixed, 2).check_files(mixed, sizes=sizes, progress=io.StringIO()), sizes) == alone(mixed)
+    assert {alone(mixed)[0][p] for p in odd} == {("damaged", "unreadable (not a regular file)")}
+
+
 def test_a_sizes_estimate_is_the_nearest_sample_before_each_file(tmp_path, monkeypatch):
     made = []
     for index, size in enumerate([10, 11, 12, 500, 501, 502, 0]):
