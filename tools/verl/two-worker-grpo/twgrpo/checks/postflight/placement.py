@@ -50,40 +50,59 @@ def rank_ranges(ranks: List[int]) -> str:
 def communicators(scan: LogScan, world: int) -> Dict[str, Dict[int, Dict[str, List[InitEvent]]]]:
     comms: Dict[str, Dict[int, Dict[str, List[InitEvent]]]] = {}
     for (comm, rank), phases in scan.inits.items():
-        if any(e.nranks == world for events in phases.values() for e in events):
-            comms.setdefault(comm, {})[rank] = phases
+        for events in phases.values():
+            if any(e.nranks == world for e in events):
+                comms.setdefault(comm, {})[rank] = phases
+                break
     return comms
 
 
 def comm_problems(comm: str, ranks: Dict[int, Dict[str, List[InitEvent]]],
-                  world: int) -> List[Finding]:
-    found = []
+                  world: int) -> Tuple[List[Finding], List[InitEvent]]:
+    """A world-size communicator's findings, and each rank's first Init START in rank order
+    (every rank's where there are no findings)."""
+    found: List[Finding] = []
+    starts = []
+    get = ranks.get
     for rank in range(world):
-        phases = ranks.get(rank, {})
-        start, complete = phases.get("START"), phases.get("COMPLETE")
-        if not start or not complete:
-            missing = [p for p, events in (("START", start), ("COMPLETE", complete)) if not events]
-            found.append(finding("POST-E008", f"commId {comm} rank {rank}",
-                                 f"no Init {' or '.join(missing)} line for rank {rank} "
-                                 f"of this world-size-{world} communicator"))
-            continue
-        if len(phases) == 2 and len(start) == 1 and len(complete) == 1 and \
-                start[0].placement() == complete[0].placement():
-            continue  # the usual rank, one START and one COMPLETE: one process, without a set
-        places = {e.placement() for events in phases.values() for e in events}
-        if len(places) > 1:
-            found.append(finding("POST-E009", f"commId {comm} rank {rank}",
-                                 f"rank {rank} is claimed by {len(places)} processes: "
-                                 + "; ".join(f"{h} pid {p} cudaDev {c}" for h, p, c, _, _ in sorted(places))))
+        phases = get(rank)
+        if phases is not None and len(phases) == 2:  # the usual rank, one START and one
+            start, complete = phases.get("START"), phases.get("COMPLETE")  # COMPLETE of one
+            if start is not None and complete is not None and len(start) == 1 == len(complete):
+                a, b = start[0], complete[0]  # process: judged without a set
+                if a.pid == b.pid and a.host == b.host and a.cuda == b.cuda and a.nvml == b.nvml \
+                        and a.bus == b.bus:
+                    starts.append(a)
+                    continue
+        problems = _rank_problems(comm, rank, phases or {}, world)
+        if problems:
+            found += problems
+        else:
+            starts.append(phases["START"][0])
     extra = sorted(r for r in ranks if r >= world)
     if extra:
         found.append(finding("POST-E009", f"commId {comm}", f"ranks {extra} exceed world size {world}"))
     if not found:
-        processes = {(ranks[r]["START"][0].host, ranks[r]["START"][0].pid) for r in range(world)}
+        processes = {(e.host, e.pid) for e in starts}
         if len(processes) != world:
             found.append(finding("POST-E009", f"commId {comm}", f"{world} ranks run in only "
                                  f"{len(processes)} processes"))
-    return found
+    return found, starts
+
+
+def _rank_problems(comm: str, rank: int, phases: Dict[str, List[InitEvent]], world: int) -> List[Finding]:
+    """A rank that is not the usual one: a missing START or COMPLETE, or several processes."""
+    start, complete = phases.get("START"), phases.get("COMPLETE")
+    if not start or not complete:
+        missing = [p for p, events in (("START", start), ("COMPLETE", complete)) if not events]
+        return [finding("POST-E008", f"commId {comm} rank {rank}", f"no Init {' or '.join(missing)} "
+                        f"line for rank {rank} of this world-size-{world} communicator")]
+    places = {e.placement() for events in phases.values() for e in events}
+    if len(places) > 1:
+        return [finding("POST-E009", f"commId {comm} rank {rank}",
+                        f"rank {rank} is claimed by {len(places)} processes: "
+                        + "; ".join(f"{h} pid {p} cudaDev {c}" for h, p, c, _, _ in sorted(places)))]
+    return []
 
 
 def socket_problems(transport: Optional[Transport], node_ip: str) -> List[str]:
@@ -133,10 +152,10 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
     found: List[Finding] = []
     complete = {}
     for comm, ranks in sorted(comms.items()):
-        problems = comm_problems(comm, ranks, world)
+        problems, starts = comm_problems(comm, ranks, world)
         found += problems
         if not problems:
-            complete[comm] = [ranks[r]["START"][0] for r in range(world)]
+            complete[comm] = starts
     if not complete:
         return found, record
     record["comm_ids"] = sorted(complete)
@@ -150,6 +169,7 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
     # Ranks go to the GPU nodes; a CPU-only node (head or worker) is recorded, never counted.
     rows, counts = [], {w["node_id"]: 0 for w in workers.values() if w.get("gpu_node", True)}
     strangers: Dict[str, List[int]] = {}
+    sorted_devices: Dict[int, List[str]] = {}
     full_mesh, gloo_of, transport_of = (world - 1, world - 1), scan.gloo, scan.transport
     for rank, event in enumerate(actors):
         host, event_pid = event.host, event.pid
@@ -178,9 +198,12 @@ def place_ranks(scan: LogScan, preflight: Dict[str, Any], world: int, nodes: int
             problems = ib_problems(transport)
             if problems:
                 found.append(finding("POST-E151", _rank_obj(rank, event), "; ".join(problems)))
-            else:
-                row.update(nccl_transport="IB", rdma_disabled=False,
-                           ib_devices=sorted(transport.ib_devices))
+            else:  # ranks name the same few sets of devices: each is sorted once (it is held,
+                devices = transport.ib_devices  # so its id is its own while this runs)
+                listed = sorted_devices.get(id(devices))
+                if listed is None:
+                    listed = sorted_devices[id(devices)] = sorted(devices)
+                row.update(nccl_transport="IB", rdma_disabled=False, ib_devices=listed)
             continue
         problems = socket_problems(transport, worker["node_ip"])
         if problems:
