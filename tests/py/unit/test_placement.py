@@ -1,8 +1,8 @@
-"""Rank placement from a log scan (checks/postflight/placement.py), on scans built here: the usual
+"""Rank placement from a log scan (checks/placement/placement.py), on scans built here: the usual
 rank judged without a set, and each rank that is not usual judged as before: a START logged twice
 by one process is no fault and places the rank, two processes or a missing line are, and one
 process may hold one rank only. Ranks that name one set of IB devices list it sorted."""
-from twgrpo.checks.postflight.placement import place_ranks
+from twgrpo.checks.placement.placement import place_ranks
 from twgrpo.formats.rankevidence import InitEvent, Transport
 from twgrpo.formats.trainlines import LogScan
 

@@ -13,7 +13,8 @@ from concurrent.futures.process import BrokenProcessPool
 import pytest
 import synthrun
 from twgrpo.checks.checkpoint import ahead
-from twgrpo.checks.postflight import placement, readahead, rollouts, startreads
+from twgrpo.checks.placement import placement
+from twgrpo.checks.postflight import readahead, rollouts, startreads
 from twgrpo.cli import main
 from twgrpo.formats.trainlog import scan_range as _REAL_SCAN_RANGE
 from twgrpo.run.profile import load_profile

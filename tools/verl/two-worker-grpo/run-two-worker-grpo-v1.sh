@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=0ccaddb10df7680980ace54bd0fbf62cc7274622021368f46a19ed3b2f64fde8
+readonly BUNDLE_SUMS_SHA256=92e8899ebdf36a182b4fc32b6c0895e06e29f5163feccd6efbf4188cbbee69f5
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -186,7 +186,7 @@ ACTOR = {"rank": int, "node_id": str, "node_ip": str, "hostname": str, "pid": in
          "cuda_dev": ANY, "connected_peer_ranks": int, "nccl_transport": str,
          "rdma_disabled": bool}
 PLACEMENT = {"status": str, "actors": [ACTOR]}
-# What postflight's rank placement needs of preflight.json (checks/postflight/placement.py).
+# What postflight's rank placement needs of preflight.json (checks/placement/placement.py).
 PLACED_WORKER = {"hostname": Need(str), "node_id": Need(str), "node_ip": Need(str)}
 PLACING_PREFLIGHT = {"status": str, "workers": [PLACED_WORKER]}
 VERIFICATION = {**PHASE, "evidence": {"checkpoint": {"shards": Map(int), "path": str}}}

@@ -11,14 +11,15 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import audit, health, launcher_records, placement, readahead, startreads, stopped, validation
+from . import audit, health, launcher_records, readahead, startreads, stopped, validation
 from ..checkpoint import checkpoint, fanout, shards
+from ..placement import placement
 from ..inputs.again import check_inputs_unchanged
 from ..resume import resumed
 from ..watch import stall
 from .command_record import check_resolved_command
 from .rollouts import check_rollouts
-from ...run import budget, humane, typed
+from ...run import aside, budget, humane, typed
 from ...formats import lines, tfevents, trainlog
 from ...run.findings import (Check, Finding, Skip, UsageError, finding, mismatch, phase_record,
                             utc_now)
@@ -276,6 +277,14 @@ CHECKS = [
 ]
 
 
+def placement_record(ctx: PostflightContext, results: List[Any]) -> Dict[str, Any]:
+    """actor-placement.json: the rank-placement check's record, verdict and findings."""
+    placement_findings = next(r for r in results if r.name == "rank-placement")
+    return {**ctx.placement_record, "status": "passed" if placement_findings.passed else "failed",
+            "phase": "distributed_rank_placement", "source": "training_log", "run_id": ctx.run_id,
+            "checked_at": utc_now(), "findings": [f.to_json() for f in placement_findings.findings]}
+
+
 def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = None,
         world_size: Optional[int] = None, audit_only: bool = False, fan_out: bool = False) -> int:
     """Judge the run in folder. training_log: default the folder's; world_size: default the
@@ -300,10 +309,17 @@ def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = N
     record = lambda: {"run_id": run_id, "profile": profile.to_json(),  # noqa: E731
                       "world_size": world, "target_steps": profile.TARGET_STEPS,
                       "evidence": ctx.evidence}
+    placement: List[aside.Aside] = []  # actor-placement.json, begun beside verification.json
+
+    def begin_placement(results: List[Any]) -> None:
+        record = placement_record(ctx, results)  # a fan-out's process runs Ray's threads: no fork
+        rows = 0 if ctx.fan_out else len(record.get("actors", ()))
+        placement.append(aside.Aside(folder.actor_placement_json, record, rows))
+
     try:
         code, results = run_phase("postflight", header, CHECKS, ctx,
                                   None if audit_only or partial else folder.verification_json,
-                                  record)
+                                  record, begin_placement)
     finally:
         if own is not None:
             own.close()
@@ -311,11 +327,10 @@ def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = N
         if audit_only or code == 0:
             return audit.conclude(run_dir, code, results, audit_only)
         record_phase(folder.verification_json, phase_record("postflight", results, **record()))
-    placement_findings = next(r for r in results if r.name == "rank-placement")
-    write_json(folder.actor_placement_json, {
-        **ctx.placement_record, "status": "passed" if placement_findings.passed else "failed",
-        "phase": "distributed_rank_placement", "source": "training_log", "run_id": run_id,
-        "checked_at": utc_now(), "findings": [f.to_json() for f in placement_findings.findings]})
+    if placement:
+        placement[0].wait()
+    else:
+        write_json(folder.actor_placement_json, placement_record(ctx, results))
     if ctx.stop is not None:
         print(f"postflight: PREEMPTED (resumable from step {ctx.stop.step}): {ctx.stop.sentence()}; "
               f"resume with a new RUN_ID and {ctx.stop.resume_line()}", flush=True)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from . import placement, readahead, rollouts
+from . import readahead, rollouts
 from ..checkpoint import checkpoint, shards
+from ..placement import placement
 from ...formats import tfevents, trainlog
 from ...run import budget
 from ...run.runfolder import RunFolder

@@ -1,0 +1,89 @@
+"""A record written by a child process (run/aside.py): the same text write_json writes, by
+another process; where the child cannot write, or none can start, it is written here, and a
+failure is raised here; the child never flushes what this process has buffered. Postflight
+writes actor-placement.json this way, beside verification.json, and the record is the same."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_postflight import make, postflight
+from twgrpo.checks.checkpoint import fanout, shards
+from twgrpo.run import aside
+from twgrpo.run.records import RecordError, write_json
+
+BUNDLE = Path(aside.__file__).resolve().parents[2]
+
+
+class WriterPid:
+    """Written by json's default=str as the pid of the process that writes the record."""
+
+    def __str__(self):
+        return str(os.getpid())
+
+
+def record(rows):
+    return {"status": "passed", "writer": WriterPid(), "actors": [{"rank": r} for r in range(rows)]}
+
+
+def test_a_large_record_is_written_by_a_child_as_write_json_writes_it(tmp_path):
+    written = aside.Aside(tmp_path / "actor-placement.json", record(aside.FORK_FROM), aside.FORK_FROM)
+    assert written.child is not None
+    written.wait()
+    text = (tmp_path / "actor-placement.json").read_text()
+    child = json.loads(text)["writer"]
+    assert child != str(os.getpid())  # another process wrote it
+    write_json(tmp_path / "here.json", record(aside.FORK_FROM))
+    here = (tmp_path / "here.json").read_text()
+    assert text == here.replace(f'"writer": "{os.getpid()}"', f'"writer": "{child}"')
+
+
+def test_a_small_record_or_a_box_without_fork_is_written_here(tmp_path, monkeypatch):
+    aside.Aside(tmp_path / "small.json", record(3), 3).wait()
+    monkeypatch.delattr(os, "fork")
+    aside.Aside(tmp_path / "nofork.json", record(aside.FORK_FROM), aside.FORK_FROM).wait()
+    for name in ("small.json", "nofork.json"):
+        assert json.loads((tmp_path / name).read_text())["writer"] == str(os.getpid())
+
+
+def test_what_the_child_cannot_write_is_written_here_and_its_failure_raised_here(tmp_path):
+    target = tmp_path / "actor-placement.json"
+    target.mkdir()  # the child's write_json refuses it and the child ends with 1
+    written = aside.Aside(target, record(aside.FORK_FROM), aside.FORK_FROM)
+    assert written.child is not None
+    with pytest.raises(RecordError, match="GEN-E020"):
+        written.wait()
+
+
+def test_the_child_never_flushes_this_processs_buffered_output(tmp_path):
+    script = (f"import sys; sys.path.insert(0, {str(BUNDLE)!r}); from twgrpo.run import aside\n"
+              "print('buffered once', end='')\n"  # a pipe: block-buffered, not flushed yet
+              f"aside.Aside({str(tmp_path / 'r.json')!r}, {{'a': list(range(9))}}, aside.FORK_FROM).wait()\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout == "buffered once"
+    assert json.loads((tmp_path / "r.json").read_text()) == {"a": list(range(9))}
+
+
+def test_postflight_writes_the_same_placement_record_from_a_child(tmp_path, monkeypatch):
+    texts = []
+    for fork_from in (10 ** 9, 1):
+        monkeypatch.setattr(aside, "FORK_FROM", fork_from)
+        run = make(tmp_path / str(fork_from))
+        assert postflight(run) == 0
+        placed = json.loads((run / "actor-placement.json").read_text())
+        texts.append({**placed, "checked_at": None})
+    assert texts[0] == texts[1] and len(texts[0]["actors"]) == 4
+
+
+def test_postflight_forks_no_child_where_ray_runs_in_its_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(aside, "FORK_FROM", 1)
+    monkeypatch.setattr(fanout, "check_files", lambda paths, sizes=None, **_: shards.check_files(paths, sizes=sizes))
+    forks = []
+    monkeypatch.setattr(aside, "_forked", lambda path, data: forks.append(path.name))  # None: written here
+    for extra in ((), ("--fan-out",)):
+        run = make(tmp_path / str(len(extra)))
+        assert postflight(run, *extra) == 0
+        assert json.loads((run / "actor-placement.json").read_text())["status"] == "passed"
+    assert forks == ["actor-placement.json"]  # the run without --fan-out alone

@@ -1,0 +1,1 @@
+"""Rank placement: which process on which node held each rank, from the training log."""
