@@ -191,7 +191,7 @@ def test_the_shard_checks_workers_take_what_the_checks_ask_for_first_before_the_
     monkeypatch.setattr(readahead, "OWN_WORKERS_BYTES", 1)  # the event file counts as large
     monkeypatch.setattr(rollouts, "CHUNK_STEPS", 7)
     monkeypatch.setattr(startreads, "LOG_SEGMENT", 1024)  # the log in segments too
-    monkeypatch.setattr(startreads.shards, "workers", lambda jobs: 2)  # two: one handed
+    monkeypatch.setattr(startreads.shards, "workers", lambda jobs: 3)  # three: one handed
     firsts = []
     start_ahead = checkpoint.start_ahead
     monkeypatch.setattr(checkpoint, "start_ahead", lambda *args, first=(): (
@@ -218,7 +218,8 @@ def test_preflight_json_read_by_a_worker_gives_the_same_findings_when_it_cannot_
 
 
 def test_a_large_logs_segments_scanned_by_workers_give_the_logs_findings_line_for_line(tmp_path, monkeypatch):
-    """The log is cut in one segment a process: the workers scan all but the last, which
+    """The log is cut in one segment a process that begins one at once (this one, and each
+    worker but the one preflight.json goes to): the workers scan all but the last, which
     postflight scans itself; the findings (a fatal marker's line number in the last segment,
     steps and inits from every segment) are those of one pass."""
     from twgrpo.checks.checkpoint import shards
@@ -230,7 +231,7 @@ def test_a_large_logs_segments_scanned_by_workers_give_the_logs_findings_line_fo
     assert alone[0] == 1 and "failed" in alone[2]
     own_workers_for_a_short_run(monkeypatch, 2)
     monkeypatch.setattr(startreads, "LOG_SEGMENT", (run / "training.log").stat().st_size // 3)
-    monkeypatch.setattr(shards, "workers", lambda files: 3)
+    monkeypatch.setattr(shards, "workers", lambda files: 4)
     seen = []
     start = startreads.start_reads
     monkeypatch.setattr(startreads, "start_reads", lambda ctx: (
@@ -239,6 +240,25 @@ def test_a_large_logs_segments_scanned_by_workers_give_the_logs_findings_line_fo
     tasks, handed = seen[0]
     assert handed == [True, True, False]  # the last never handed: this process's own segment
     assert all(t.has for t in tasks) and tasks[-1].taken_back
+
+
+@pytest.mark.parametrize("processes", [2, 5])
+def test_each_handed_segment_has_a_worker_free_to_begin_it(tmp_path, monkeypatch, processes):
+    """One worker reads preflight.json first; each other worker begins a segment at once, and
+    none is queued behind them (it would wait for a worker to come free, and this process
+    could not take it back). With two processes (one worker) the log is scanned here whole."""
+    from twgrpo.checks.checkpoint import shards
+    run, env = synthrun.healthy_run(tmp_path, 2, 2, steps=40)
+    alone = _postflight(run, env)
+    own_workers_for_a_short_run(monkeypatch, processes - 1)
+    monkeypatch.setattr(startreads, "LOG_SEGMENT", 1024)
+    monkeypatch.setattr(shards, "workers", lambda files: processes)
+    seen = []
+    start = startreads.start_reads
+    monkeypatch.setattr(startreads, "start_reads", lambda ctx: (
+        start(ctx), seen.append(sum(t.handed() for t in ctx.log_ahead or ())))[0])
+    assert _postflight(run, env) == alone
+    assert seen == [processes - 2]  # the workers but preflight.json's
 
 
 def _scan_the_first_segment_or_die(path, begin, end, *rest):
@@ -267,7 +287,7 @@ def test_a_worker_killed_while_it_scans_a_log_segment_changes_nothing(tmp_path, 
     alone = _postflight(run, env)
     own_workers_for_a_short_run(monkeypatch, 2)
     monkeypatch.setattr(startreads, "LOG_SEGMENT", (run / "training.log").stat().st_size // 3)
-    monkeypatch.setattr(shards, "workers", lambda files: 3)
+    monkeypatch.setattr(shards, "workers", lambda files: 4)
     monkeypatch.setattr(trainlog, "scan_range", _scan_the_first_segment_or_die)
     monkeypatch.setenv("TEST_SEGMENT_MARK", str(tmp_path / "killed"))
     monkeypatch.setenv("TEST_PARENT_PID", str(os.getpid()))
@@ -290,7 +310,7 @@ def test_a_log_that_grew_after_its_segments_were_cut_is_scanned_whole_at_its_new
     log.write_text(text)
     own_workers_for_a_short_run(monkeypatch, 2)
     monkeypatch.setattr(startreads, "LOG_SEGMENT", log.stat().st_size // 3)
-    monkeypatch.setattr(shards, "workers", lambda files: 3)
+    monkeypatch.setattr(shards, "workers", lambda files: 4)
     start = startreads.start_reads
     cut = []
 
