@@ -66,15 +66,16 @@ def test_the_child_never_flushes_this_processs_buffered_output(tmp_path):
     assert json.loads((tmp_path / "r.json").read_text()) == {"a": list(range(9))}
 
 
-def test_postflight_writes_the_same_placement_record_from_a_child(tmp_path, monkeypatch):
+@pytest.mark.parametrize("options,code,status", [({}, 0, "passed"), ({"per_node": [3, 1]}, 1, "failed")])
+def test_postflight_writes_the_same_placement_record_from_a_child(tmp_path, monkeypatch, options, code, status):
     texts = []
     for fork_from in (10 ** 9, 1):
         monkeypatch.setattr(aside, "FORK_FROM", fork_from)
-        run = make(tmp_path / str(fork_from))
-        assert postflight(run) == 0
+        run = make(tmp_path / str(fork_from), **options)
+        assert postflight(run) == code
         placed = json.loads((run / "actor-placement.json").read_text())
         texts.append({**placed, "checked_at": None})
-    assert texts[0] == texts[1] and len(texts[0]["actors"]) == 4
+    assert texts[0] == texts[1] and len(texts[0]["actors"]) == 4 and texts[0]["status"] == status
 
 
 def test_postflight_forks_no_child_where_ray_runs_in_its_process(tmp_path, monkeypatch):
@@ -87,3 +88,10 @@ def test_postflight_forks_no_child_where_ray_runs_in_its_process(tmp_path, monke
         assert postflight(run, *extra) == 0
         assert json.loads((run / "actor-placement.json").read_text())["status"] == "passed"
     assert forks == ["actor-placement.json"]  # the run without --fan-out alone
+
+
+def test_an_audit_begins_no_write(tmp_path, monkeypatch):
+    monkeypatch.setattr(aside, "FORK_FROM", 1)
+    run = make(tmp_path)
+    assert postflight(run, "--audit") == 0
+    assert not (run / "actor-placement.json").exists() and not (run / "verification.json").exists()

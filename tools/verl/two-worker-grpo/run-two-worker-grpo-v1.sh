@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=9dced92407a3dbe5894bd1977500ff18f8eecd824c30e9fd0fb592caa85e9ec2
+readonly BUNDLE_SUMS_SHA256=2498794ade45e40a06059caaa09d3e76b5c84ff02c1d28ba14ca8e6bcf3536f1
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

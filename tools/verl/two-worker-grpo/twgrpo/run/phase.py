@@ -10,13 +10,10 @@ from .runfolder import record_phase
 
 def run_phase(phase: str, header: str, checks: Sequence[Check], ctx: Any,
               record_path: Optional[Path],
-              record: Callable[[], Dict[str, Any]],
-              before_record: Optional[Callable[[List[CheckResult]], None]] = None
-              ) -> Tuple[int, List[CheckResult]]:
+              record: Callable[[], Dict[str, Any]]) -> Tuple[int, List[CheckResult]]:
     """Print and record one phase into record_path (a RunFolder's file); ``record()`` gives the
     record's own fields, read from ctx after the checks ran. Without a path nothing is written
-    (make verify-inputs). before_record(results) is called just before the record is written
-    (postflight begins another record's write there).
+    (make verify-inputs).
     Returns the exit code (0 passed, 1 failed) and the results."""
     print(f"{phase}: {header}", flush=True)
     results = run_checks(phase, checks, ctx)
@@ -24,8 +21,6 @@ def run_phase(phase: str, header: str, checks: Sequence[Check], ctx: Any,
                    if record_path is not None else "--format json lists")
     code = verdict(phase, results)
     if record_path is not None:
-        if before_record is not None:
-            before_record(results)
         # A failed record moves an earlier SUCCESS aside (runfolder.record_phase), so SUCCESS
         # never outlives the verification that justified it.
         record_phase(record_path, phase_record(phase, results, **record()))

@@ -21,8 +21,8 @@ from .command_record import check_resolved_command
 from .rollouts import check_rollouts
 from ...run import aside, budget, humane, typed
 from ...formats import lines, tfevents, trainlog
-from ...run.findings import (Check, Finding, Skip, UsageError, finding, mismatch, phase_record,
-                            utc_now)
+from ...run.findings import (Check, CheckResult, Finding, Skip, UsageError, finding, mismatch,
+                            phase_record, utc_now)
 from ...run.phase import run_phase
 from ...run.profile import Profile
 from ...run.records import read_json, write_json, write_new_text
@@ -51,6 +51,8 @@ class PostflightContext:
     preflight_ahead: Any = None  # preflight.json's placement fields (a readahead.Task)
     log_ahead: Any = None  # the training log's segments, scanned by worker processes (Tasks)
     log_cut_at: int = 0  # the log's size when its segments were cut
+    writes: bool = False  # the records are written (not an audit, nor a run without its checkpoint)
+    placement_aside: Any = None  # actor-placement.json, begun as rank placement ends (run/aside.py)
     _scan: Optional[trainlog.LogScan] = None
     _scalars: Optional[Dict[Any, tfevents.Scalars]] = None
 
@@ -204,6 +206,10 @@ def check_rank_placement(ctx: PostflightContext) -> List[Finding]:
                                              ctx.profile.NCCL_TRANSPORT)
     found += problems
     ctx.placement_record = record
+    if ctx.writes:  # a child writes it while the checks after this one run; Ray's threads: no fork
+        rows = 0 if ctx.fan_out else len(record.get("actors", ()))
+        ctx.placement_aside = aside.Aside(RunFolder(ctx.run_dir).actor_placement_json,
+                                          placement_record(ctx, found), rows)
     return found
 
 
@@ -277,12 +283,12 @@ CHECKS = [
 ]
 
 
-def placement_record(ctx: PostflightContext, results: List[Any]) -> Dict[str, Any]:
-    """actor-placement.json: the rank-placement check's record, verdict and findings."""
-    placement_findings = next(r for r in results if r.name == "rank-placement")
-    return {**ctx.placement_record, "status": "passed" if placement_findings.passed else "failed",
+def placement_record(ctx: PostflightContext, found: List[Finding]) -> Dict[str, Any]:
+    """actor-placement.json: the rank-placement check's record, its findings and verdict."""
+    passed = CheckResult("rank-placement", found).passed
+    return {**ctx.placement_record, "status": "passed" if passed else "failed",
             "phase": "distributed_rank_placement", "source": "training_log", "run_id": ctx.run_id,
-            "checked_at": utc_now(), "findings": [f.to_json() for f in placement_findings.findings]}
+            "checked_at": utc_now(), "findings": [f.to_json() for f in found]}
 
 
 def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = None,
@@ -309,17 +315,11 @@ def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = N
     record = lambda: {"run_id": run_id, "profile": profile.to_json(),  # noqa: E731
                       "world_size": world, "target_steps": profile.TARGET_STEPS,
                       "evidence": ctx.evidence}
-    placement: List[aside.Aside] = []  # actor-placement.json, begun beside verification.json
-
-    def begin_placement(results: List[Any]) -> None:
-        record = placement_record(ctx, results)  # a fan-out's process runs Ray's threads: no fork
-        rows = 0 if ctx.fan_out else len(record.get("actors", ()))
-        placement.append(aside.Aside(folder.actor_placement_json, record, rows))
-
+    ctx.writes = not (audit_only or partial)
     try:
         code, results = run_phase("postflight", header, CHECKS, ctx,
                                   None if audit_only or partial else folder.verification_json,
-                                  record, begin_placement)
+                                  record)
     finally:
         if own is not None:
             own.close()
@@ -327,10 +327,11 @@ def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = N
         if audit_only or code == 0:
             return audit.conclude(run_dir, code, results, audit_only)
         record_phase(folder.verification_json, phase_record("postflight", results, **record()))
-    if placement:
-        placement[0].wait()
-    else:
-        write_json(folder.actor_placement_json, placement_record(ctx, results))
+    if ctx.placement_aside is not None:
+        ctx.placement_aside.wait()
+    else:  # not begun: rank placement ended early, or this run wrote nothing until now
+        placement_check = next(r for r in results if r.name == "rank-placement")
+        write_json(folder.actor_placement_json, placement_record(ctx, placement_check.findings))
     if ctx.stop is not None:
         print(f"postflight: PREEMPTED (resumable from step {ctx.stop.step}): {ctx.stop.sentence()}; "
               f"resume with a new RUN_ID and {ctx.stop.resume_line()}", flush=True)
