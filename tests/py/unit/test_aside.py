@@ -1,9 +1,13 @@
 """A record written by a child process (run/aside.py): the same text write_json writes, by
-another process; where the child cannot write, or none can start, it is written here, and a
-failure is raised here; the child never flushes what this process has buffered. Postflight
-writes actor-placement.json this way, beside verification.json, and the record is the same."""
+another process; where the child cannot write, is killed, or how it ended is unknown (SIGCHLD
+ignored), or none can start, it is written here, and a failure is raised here; the child never
+flushes what this process has buffered, and no temporary file is left. Postflight writes
+actor-placement.json this way, and the record is the same; a postflight that ends early puts
+none in place."""
+import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -82,7 +86,7 @@ def test_postflight_forks_no_child_where_ray_runs_in_its_process(tmp_path, monke
     monkeypatch.setattr(aside, "FORK_FROM", 1)
     monkeypatch.setattr(fanout, "check_files", lambda paths, sizes=None, **_: shards.check_files(paths, sizes=sizes))
     forks = []
-    monkeypatch.setattr(aside, "_forked", lambda path, data: forks.append(path.name))  # None: written here
+    monkeypatch.setattr(aside, "_forked", lambda path, data: (forks.append(path.name), None))  # written here
     for extra in ((), ("--fan-out",)):
         run = make(tmp_path / str(len(extra)))
         assert postflight(run, *extra) == 0
@@ -95,3 +99,43 @@ def test_an_audit_begins_no_write(tmp_path, monkeypatch):
     run = make(tmp_path)
     assert postflight(run, "--audit") == 0
     assert not (run / "actor-placement.json").exists() and not (run / "verification.json").exists()
+
+
+def leftovers(folder):
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_a_killed_child_or_one_whose_end_is_unknown_means_the_record_is_written_here(tmp_path):
+    killed = aside.Aside(tmp_path / "killed.json", record(aside.FORK_FROM), aside.FORK_FROM)
+    os.kill(killed.child, signal.SIGKILL)
+    killed.wait()
+    before = signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the child itself
+    try:
+        unknown = aside.Aside(tmp_path / "unknown.json", record(aside.FORK_FROM), aside.FORK_FROM)
+        assert unknown.child is not None
+        unknown.wait()
+    finally:
+        signal.signal(signal.SIGCHLD, before)
+    for name in ("killed.json", "unknown.json"):
+        assert json.loads((tmp_path / name).read_text())["writer"] == str(os.getpid())
+    assert leftovers(tmp_path) == []
+
+
+def test_a_postflight_that_ends_early_puts_no_placement_record_in_place(tmp_path, monkeypatch):
+    monkeypatch.setattr(aside, "FORK_FROM", 1)
+    children = []
+    forked = aside._forked
+    monkeypatch.setattr(aside, "_forked", lambda path, data: (lambda made: (children.append(made[0]), made)[1])(
+        forked(path, data)))
+    from twgrpo.checks.postflight import postflight as phase
+
+    def interrupted(ctx):
+        raise KeyboardInterrupt
+    checks = [dataclasses.replace(c, run=interrupted) if c.name == "checkpoint" else c for c in phase.CHECKS]
+    monkeypatch.setattr(phase, "CHECKS", checks)
+    run = make(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        postflight(run)
+    assert len(children) == 1 and not (run / "actor-placement.json").exists() and leftovers(run) == []
+    with pytest.raises(ChildProcessError):
+        os.waitpid(children[0], os.WNOHANG)  # reaped: no zombie left

@@ -229,7 +229,7 @@ def test_a_large_logs_segments_scanned_by_workers_give_the_logs_findings_line_fo
         log.write("(WorkerDict pid=4001) torch.OutOfMemoryError: CUDA out of memory.\n")
     alone = _postflight(run, env)
     assert alone[0] == 1 and "failed" in alone[2]
-    own_workers_for_a_short_run(monkeypatch, 2)
+    own_workers_for_a_short_run(monkeypatch, 3)
     monkeypatch.setattr(startreads, "LOG_SEGMENT", (run / "training.log").stat().st_size // 3)
     monkeypatch.setattr(shards, "workers", lambda files: 4)
     seen = []
@@ -246,13 +246,14 @@ def test_a_large_logs_segments_scanned_by_workers_give_the_logs_findings_line_fo
 def test_each_handed_segment_has_a_worker_free_to_begin_it(tmp_path, monkeypatch, processes):
     """One worker reads preflight.json first; each other worker begins a segment at once, and
     none is queued behind them (it would wait for a worker to come free, and this process
-    could not take it back). With two processes (one worker) the log is scanned here whole."""
+    could not take it back), however many cores there are. With two processes (one worker)
+    the log is scanned here whole."""
     from twgrpo.checks.checkpoint import shards
     run, env = synthrun.healthy_run(tmp_path, 2, 2, steps=40)
     alone = _postflight(run, env)
     own_workers_for_a_short_run(monkeypatch, processes - 1)
     monkeypatch.setattr(startreads, "LOG_SEGMENT", 1024)
-    monkeypatch.setattr(shards, "workers", lambda files: processes)
+    monkeypatch.setattr(shards, "workers", lambda files: 16)  # cores: more than the workers started
     seen = []
     start = startreads.start_reads
     monkeypatch.setattr(startreads, "start_reads", lambda ctx: (
@@ -308,7 +309,7 @@ def test_a_log_that_grew_after_its_segments_were_cut_is_scanned_whole_at_its_new
     alone = _postflight(run, env)
     assert alone[0] == 1 and "failed" in alone[2]
     log.write_text(text)
-    own_workers_for_a_short_run(monkeypatch, 2)
+    own_workers_for_a_short_run(monkeypatch, 3)
     monkeypatch.setattr(startreads, "LOG_SEGMENT", log.stat().st_size // 3)
     monkeypatch.setattr(shards, "workers", lambda files: 4)
     start = startreads.start_reads

@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=2498794ade45e40a06059caaa09d3e76b5c84ff02c1d28ba14ca8e6bcf3536f1
+readonly BUNDLE_SUMS_SHA256=09ce9f26d507ed58e7fa941c6486d7d571b1627b06335db29a81b335a6f86be9
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

@@ -1,23 +1,27 @@
 """A JSON record written by a child process while this one goes on: postflight's
 actor-placement.json (7.9 MB at 16,384 ranks, a fifth of a second of JSON) is written while
-this process writes verification.json.
+the checks after rank placement and verification.json run.
 
-The child is forked, so it holds the record without it being sent; it writes it as write_json
-does (whole, fsynced, renamed into place) and ends with os._exit, so it never runs this
-process's exit handlers nor flushes the output this process has buffered. wait() reaps it.
-Where no child could start, or it did not end with 0 (a write that failed, a signal), the
-record is written here, so a failure is raised here, as write_json raises it. A process that
-runs threads of a library's own (Ray's gRPC) forks none: one of them could hold a lock the child
-then waits for (postflight --fan-out passes no items).
+This process makes the temporary file beside the record, then forks; the child holds the
+record without it being sent, fills the file (fsynced, as write_json does) and ends with
+os._exit, so it never runs this process's exit handlers nor flushes what this process has
+buffered. wait() reaps it and puts the file in place, as write_json would; where no child could
+start, or it did not end with 0 (a failed write, a signal, the OOM killer), or how it ended is
+unknown (SIGCHLD ignored: the kernel reaps it), its file is removed and the record written
+here, so a failure is raised here as write_json raises it. cancel() stops a child that is not
+waited for (postflight ended early): nothing is put in place and nothing is left behind.
+A process that runs threads of a library's own (Ray's gRPC) forks none: one of them could hold
+a lock the child then waits for (postflight --fan-out passes no items).
 """
 from __future__ import annotations
 
 import os
+import signal
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
-from .records import write_json
+from .records import fill, install, json_text, temporary_beside, write_json
 
 FORK_FROM = 4096  # items (ranks) from which a child writes: below, a fork costs more than it saves
 
@@ -27,35 +31,77 @@ class Aside:
 
     def __init__(self, path: Path, data: Any, items: int) -> None:
         self.path, self.data = Path(path), data
-        self.child: Optional[int] = _forked(self.path, data) if items >= FORK_FROM else None
+        self.child: Optional[int] = None
+        self.temporary: Optional[str] = None
+        if items >= FORK_FROM:
+            self.child, self.temporary = _forked(self.path, data)
 
     def wait(self) -> None:
-        """Return once the record is written: by the child, or here where it could not."""
-        child, self.child = self.child, None
-        if child is not None:
-            _, status = os.waitpid(child, 0)
-            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-                return
+        """Return once the record is in place: the child's file, or one written here."""
+        filled, temporary = self._reaped(), self.temporary
+        self.temporary = None
+        if filled and temporary is not None:
+            install(temporary, self.path)
+            return
+        _remove(temporary)
         write_json(self.path, self.data)
 
+    def cancel(self) -> None:
+        """Stop the child, if it was not waited for, and remove its file; nothing is written."""
+        if self.child is not None:
+            try:
+                os.kill(self.child, signal.SIGKILL)
+            except OSError:
+                pass
+        self._reaped()
+        _remove(self.temporary)
+        self.temporary = None
 
-def _forked(path: Path, data: Any) -> Optional[int]:
-    """The child's pid, or None where none could start. The child writes and ends, always
-    through os._exit."""
+    def _reaped(self) -> bool:
+        """Whether the child ended with 0 (its file filled); False without a child, or where
+        how it ended is unknown."""
+        child, self.child = self.child, None
+        if child is None:
+            return False
+        try:
+            _, status = os.waitpid(child, 0)
+        except ChildProcessError:  # SIGCHLD ignored: reaped by the kernel, its end unknown
+            return False
+        return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _forked(path: Path, data: Any) -> Tuple[Optional[int], Optional[str]]:
+    """The child's pid and the temporary file it fills, or (None, None) where none could start
+    (the record is then written here, where the same failure is reported)."""
     fork = getattr(os, "fork", None)
     if fork is None:
-        return None
+        return None, None
+    try:
+        fd, temporary = temporary_beside(path)
+    except OSError:
+        return None, None
     try:
         with warnings.catch_warnings():  # 3.12 warns of fork beside threads: the child only writes
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = fork()
     except OSError:
-        return None
-    if pid:
-        return pid
-    code = 1
-    try:
-        write_json(path, data)
-        code = 0
-    finally:
-        os._exit(code)  # never back into the parent's code, whatever happened
+        os.close(fd)
+        _remove(temporary)
+        return None, None
+    if pid == 0:
+        code = 1
+        try:
+            fill(fd, json_text(data))
+            code = 0
+        finally:
+            os._exit(code)  # never back into the parent's code, whatever happened
+    os.close(fd)
+    return pid, temporary
+
+
+def _remove(name: Optional[str]) -> None:
+    if name is not None:
+        try:
+            os.unlink(name)
+        except FileNotFoundError:
+            pass

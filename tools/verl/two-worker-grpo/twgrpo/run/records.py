@@ -11,7 +11,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Tuple
 
 from ..formats import bounded, jsonlayout
 from .catalog import CATALOG
@@ -73,15 +73,32 @@ def refuse_unwritable_target(path: Path) -> None:
     _refuse_symlink(Path(path))
 
 
-def _write_temporary(path: Path, text: str) -> str:
-    """A fsynced temporary file beside ``path`` holding ``text``; its name."""
+def temporary_beside(path: Path) -> Tuple[int, str]:
+    """An empty temporary file beside ``path``, with the mode the umask allows: its fd, open,
+    and its name."""
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     try:
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
+    except BaseException:
+        os.close(fd)
+        _remove(temporary)
+        raise
+    return fd, temporary
+
+
+def fill(fd: int, text: str) -> None:
+    """``text`` written to the open file fd, fsynced; fd is closed."""
+    with os.fdopen(fd, "w", encoding="utf-8") as stream:
+        stream.write(text)
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def _write_temporary(path: Path, text: str) -> str:
+    """A fsynced temporary file beside ``path`` holding ``text``; its name."""
+    fd, temporary = temporary_beside(path)
+    try:
+        fill(fd, text)
     except BaseException:
         _remove(temporary)
         raise
@@ -110,26 +127,47 @@ def _cannot(path: Path, exc: OSError) -> RecordError:
                        exc.strerror or str(exc), exc.errno or 0)
 
 
+def json_text(data: Any) -> str:
+    """A record's text: indent=2's layout, long lists and objects at C speed (jsonlayout.py)."""
+    return jsonlayout.dumps(data) + "\n"
+
+
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` so that readers see the old file or the new one, never a torn one."""
-    path = Path(path)
-    text = jsonlayout.dumps(data) + "\n"  # indent=2's layout, long lists and objects at C speed
-    write_text(path, text)
+    write_text(Path(path), json_text(data))
 
 
 def write_text(path: Path, text: str) -> None:
     path = Path(path)
     _refuse_symlink(path)
     try:
-        temporary = _write_temporary(path, text)
-        try:
-            os.replace(temporary, str(path))
-        except BaseException:
-            _remove(temporary)
-            raise
-        _fsync_folder(path.parent)
+        _install(_write_temporary(path, text), path)
     except OSError as exc:
         raise _cannot(path, exc) from None
+
+
+def install(temporary: str, path: Path) -> None:
+    """Put a filled temporary file beside ``path`` (temporary_beside, fill) in its place, as
+    write_text does; where it cannot, it is removed and RecordError raised."""
+    path = Path(path)
+    try:
+        _refuse_symlink(path)
+    except BaseException:
+        _remove(temporary)
+        raise
+    try:
+        _install(temporary, path)  # which removes it where the rename fails
+    except OSError as exc:
+        raise _cannot(path, exc) from None
+
+
+def _install(temporary: str, path: Path) -> None:
+    try:
+        os.replace(temporary, str(path))
+    except BaseException:
+        _remove(temporary)
+        raise
+    _fsync_folder(path.parent)
 
 
 def write_new_text(path: Path, text: str) -> bool:

@@ -43,7 +43,13 @@ def start_ahead(run_dir: Path, step: int, world: int, first: Sequence[Any] = ())
     ``first``: tasks handed to those workers before the shards (ahead.Ahead)."""
     if not (RunFolder(run_dir).checkpoints / f"global_step_{step}" / "actor").is_dir():
         return None
-    return ahead.Ahead(shard_paths(run_dir, step, world), ahead.workers(3 * world + 1), first)
+    return ahead.Ahead(shard_paths(run_dir, step, world), workers(world), first)
+
+
+def workers(world: int) -> int:
+    """The worker processes start_ahead starts for a world of ranks: one a shard file (three a
+    rank and data.pt), one a core but the one left to postflight."""
+    return ahead.workers(3 * world + 1)
 
 
 def step_findings(run_dir: Path, step: int, world: int,

@@ -320,16 +320,18 @@ def run(folder: RunFolder, profile: Profile, *, training_log: Optional[Path] = N
         code, results = run_phase("postflight", header, CHECKS, ctx,
                                   None if audit_only or partial else folder.verification_json,
                                   record)
+        if ctx.placement_aside is not None:  # actor-placement.json, begun in a child: in place
+            ctx.placement_aside.wait()
     finally:
+        if ctx.placement_aside is not None:  # ended early (an error, ^C): nothing put in place
+            ctx.placement_aside.cancel()
         if own is not None:
             own.close()
     if audit_only or partial:
         if audit_only or code == 0:
             return audit.conclude(run_dir, code, results, audit_only)
         record_phase(folder.verification_json, phase_record("postflight", results, **record()))
-    if ctx.placement_aside is not None:
-        ctx.placement_aside.wait()
-    else:  # not begun: rank placement ended early, or this run wrote nothing until now
+    if ctx.placement_aside is None:  # not begun: rank placement ended early, or nothing written
         placement_check = next(r for r in results if r.name == "rank-placement")
         write_json(folder.actor_placement_json, placement_record(ctx, placement_check.findings))
     if ctx.stop is not None:

@@ -36,8 +36,9 @@ def start_reads(ctx: Any) -> Optional[readahead.Workers]:
     # one, and each worker but the one preflight.json goes to. A worker's pool queues what it is
     # handed, and this process cannot take that back: one segment more waits for a worker to
     # come free (2,048 x 8 on 16 cores: it came back 0.2 s after the others), and on two cores
-    # the log is best scanned here whole, while the one worker reads preflight.json
-    parts = min(shards.workers(1 << 20) - 1, trainlog.MAX_PARTS, log_bytes // LOG_SEGMENT)
+    # the log is best scanned here whole, while the one worker reads preflight.json. The
+    # workers are the shard check's (as many, or more, where postflight starts its own)
+    parts = min(checkpoint.workers(ctx.world_size), trainlog.MAX_PARTS, log_bytes // LOG_SEGMENT)
     log_ahead = [readahead.Task(None, trainlog.scan_range, str(ctx.training_log), begin, end, None,
                                 bounds.evidence)
                  for begin, end in trainlog.segments(log_bytes, parts)] if parts > 1 else []
