@@ -105,14 +105,14 @@ def leftovers(folder):
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
 
 
-def test_a_killed_child_or_one_whose_end_is_unknown_means_the_record_is_written_here(tmp_path):
+def test_a_killed_child_or_sigchld_ignored_means_the_record_is_written_here(tmp_path):
     killed = aside.Aside(tmp_path / "killed.json", record(aside.FORK_FROM), aside.FORK_FROM)
     os.kill(killed.child, signal.SIGKILL)
     killed.wait()
-    before = signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the child itself
+    before = signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel would reap a child: none
     try:
         unknown = aside.Aside(tmp_path / "unknown.json", record(aside.FORK_FROM), aside.FORK_FROM)
-        assert unknown.child is not None
+        assert unknown.child is None and unknown.temporary is None
         unknown.wait()
     finally:
         signal.signal(signal.SIGCHLD, before)
@@ -139,3 +139,19 @@ def test_a_postflight_that_ends_early_puts_no_placement_record_in_place(tmp_path
     assert len(children) == 1 and not (run / "actor-placement.json").exists() and leftovers(run) == []
     with pytest.raises(ChildProcessError):
         os.waitpid(children[0], os.WNOHANG)  # reaped: no zombie left
+
+
+def test_cancel_reaps_a_child_whose_wait_was_interrupted(tmp_path, monkeypatch):
+    written = aside.Aside(tmp_path / "r.json", record(aside.FORK_FROM), aside.FORK_FROM)
+    child = written.child
+
+    def interrupted(pid, options):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(os, "waitpid", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        written.wait()
+    monkeypatch.undo()
+    written.cancel()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child, os.WNOHANG)  # reaped: no zombie left
+    assert leftovers(tmp_path) == [] and not (tmp_path / "r.json").exists()

@@ -6,10 +6,12 @@ This process makes the temporary file beside the record, then forks; the child h
 record without it being sent, fills the file (fsynced, as write_json does) and ends with
 os._exit, so it never runs this process's exit handlers nor flushes what this process has
 buffered. wait() reaps it and puts the file in place, as write_json would; where no child could
-start, or it did not end with 0 (a failed write, a signal, the OOM killer), or how it ended is
-unknown (SIGCHLD ignored: the kernel reaps it), its file is removed and the record written
-here, so a failure is raised here as write_json raises it. cancel() stops a child that is not
-waited for (postflight ended early): nothing is put in place and nothing is left behind.
+start (none is forked while SIGCHLD is ignored: the kernel would reap it and free its pid), or
+it did not end with 0 (a failed write, a signal, the OOM killer), its file is removed and the
+record written here, so a failure is raised here as write_json raises it. cancel() stops a
+child that is not waited for (postflight ended on an error or ^C): nothing is put in place and
+no file is left behind. A SIGTERM runs no cleanup: the temporary file stays, as a record's
+does when any writer is killed while it writes.
 A process that runs threads of a library's own (Ray's gRPC) forks none: one of them could hold
 a lock the child then waits for (postflight --fan-out passes no items).
 """
@@ -38,19 +40,19 @@ class Aside:
 
     def wait(self) -> None:
         """Return once the record is in place: the child's file, or one written here."""
-        filled, temporary = self._reaped(), self.temporary
-        self.temporary = None
-        if filled and temporary is not None:
-            install(temporary, self.path)
+        if self._reaped() and self.temporary is not None:
+            install(self.temporary, self.path)
+            self.temporary = None
             return
-        _remove(temporary)
+        _remove(self.temporary)
+        self.temporary = None
         write_json(self.path, self.data)
 
     def cancel(self) -> None:
         """Stop the child, if it was not waited for, and remove its file; nothing is written."""
         if self.child is not None:
             try:
-                os.kill(self.child, signal.SIGKILL)
+                os.kill(self.child, signal.SIGKILL)  # not yet reaped: the pid is still ours
             except OSError:
                 pass
         self._reaped()
@@ -58,15 +60,16 @@ class Aside:
         self.temporary = None
 
     def _reaped(self) -> bool:
-        """Whether the child ended with 0 (its file filled); False without a child, or where
-        how it ended is unknown."""
-        child, self.child = self.child, None
-        if child is None:
+        """Whether the child ended with 0 (its file filled); False without a child. The pid is
+        let go only once waitpid returned, so an interrupted wait leaves it to cancel()."""
+        if self.child is None:
             return False
         try:
-            _, status = os.waitpid(child, 0)
-        except ChildProcessError:  # SIGCHLD ignored: reaped by the kernel, its end unknown
+            _, status = os.waitpid(self.child, 0)
+        except ChildProcessError:  # reaped by another: how it ended is unknown
+            self.child = None
             return False
+        self.child = None
         return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
@@ -74,8 +77,8 @@ def _forked(path: Path, data: Any) -> Tuple[Optional[int], Optional[str]]:
     """The child's pid and the temporary file it fills, or (None, None) where none could start
     (the record is then written here, where the same failure is reported)."""
     fork = getattr(os, "fork", None)
-    if fork is None:
-        return None, None
+    if fork is None or signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+        return None, None  # with SIGCHLD ignored the kernel reaps the child, and its pid is free
     try:
         fd, temporary = temporary_beside(path)
     except OSError:
