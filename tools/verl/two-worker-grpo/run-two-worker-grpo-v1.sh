@@ -83,7 +83,7 @@ if [[ "${TRACE:-}" == 1 ]]; then
 fi
 
 # Pinned by `make checksums`: the sha256 of SHA256SUMS and of the bundle checker beside this file.
-readonly BUNDLE_SUMS_SHA256=91a6694fa3c8081bb2bef68054939ecdd46bd6e174e3a3ac56a2481a081f88e7
+readonly BUNDLE_SUMS_SHA256=3b21de76fe98f7a32744dc082af97141ed0f39e7ca97f22c2c49a65d2100aa7b
 readonly BUNDLE_CHECK_SHA256=cc28c0499ae9ecd8c9bef6e53baf5b2ed523ec32836d4644b09e0ddca0a7e195
 readonly PROG=run-two-worker-grpo-v1
 readonly LAUNCHER_NAME=${BASH_SOURCE[0]##*/}

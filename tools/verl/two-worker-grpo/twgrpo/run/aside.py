@@ -23,7 +23,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Optional, Tuple
 
-from .records import fill, install, json_text, temporary_beside, write_json
+from .records import discard, fill, install, json_text, temporary_beside, write_json
 
 FORK_FROM = 4096  # items (ranks) from which a child writes: below, a fork costs more than it saves
 
@@ -44,7 +44,7 @@ class Aside:
             install(self.temporary, self.path)
             self.temporary = None
             return
-        _remove(self.temporary)
+        discard(self.temporary)
         self.temporary = None
         write_json(self.path, self.data)
 
@@ -56,7 +56,7 @@ class Aside:
             except OSError:
                 pass
         self._reaped()
-        _remove(self.temporary)
+        discard(self.temporary)
         self.temporary = None
 
     def _reaped(self) -> bool:
@@ -89,7 +89,7 @@ def _forked(path: Path, data: Any) -> Tuple[Optional[int], Optional[str]]:
             pid = fork()
     except OSError:
         os.close(fd)
-        _remove(temporary)
+        discard(temporary)
         return None, None
     if pid == 0:
         code = 1
@@ -101,10 +101,3 @@ def _forked(path: Path, data: Any) -> Tuple[Optional[int], Optional[str]]:
     os.close(fd)
     return pid, temporary
 
-
-def _remove(name: Optional[str]) -> None:
-    if name is not None:
-        try:
-            os.unlink(name)
-        except FileNotFoundError:
-            pass

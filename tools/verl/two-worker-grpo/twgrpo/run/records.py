@@ -11,7 +11,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 from ..formats import bounded, jsonlayout
 from .catalog import CATALOG
@@ -81,7 +81,7 @@ def temporary_beside(path: Path) -> Tuple[int, str]:
         os.fchmod(fd, 0o666 & ~_umask())
     except BaseException:
         os.close(fd)
-        _remove(temporary)
+        discard(temporary)
         raise
     return fd, temporary
 
@@ -100,16 +100,18 @@ def _write_temporary(path: Path, text: str) -> str:
     try:
         fill(fd, text)
     except BaseException:
-        _remove(temporary)
+        discard(temporary)
         raise
     return temporary
 
 
-def _remove(name: str) -> None:
-    try:
-        os.unlink(name)
-    except FileNotFoundError:
-        pass
+def discard(name: Optional[str]) -> None:
+    """Remove a temporary file if it is there (None: nothing to remove)."""
+    if name is not None:
+        try:
+            os.unlink(name)
+        except FileNotFoundError:
+            pass
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -153,7 +155,7 @@ def install(temporary: str, path: Path) -> None:
     try:
         _refuse_symlink(path)
     except BaseException:
-        _remove(temporary)
+        discard(temporary)
         raise
     try:
         _install(temporary, path)  # which removes it where the rename fails
@@ -165,7 +167,7 @@ def _install(temporary: str, path: Path) -> None:
     try:
         os.replace(temporary, str(path))
     except BaseException:
-        _remove(temporary)
+        discard(temporary)
         raise
     _fsync_folder(path.parent)
 
@@ -181,7 +183,7 @@ def write_new_text(path: Path, text: str) -> bool:
         except FileExistsError:
             return False
         finally:
-            _remove(temporary)
+            discard(temporary)
         _fsync_folder(path.parent)
     except OSError as exc:
         raise _cannot(path, exc) from None

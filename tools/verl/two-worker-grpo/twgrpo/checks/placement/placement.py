@@ -66,10 +66,11 @@ def comm_problems(comm: str, ranks: Dict[int, Dict[str, List[InitEvent]]],
     get = ranks.get
     for rank in range(world):
         phases = get(rank)
-        if phases is not None and len(phases) == 2:  # the usual rank, one START and one
-            start, complete = phases.get("START"), phases.get("COMPLETE")  # COMPLETE of one
+        # The usual rank, one START and one COMPLETE of one process: judged without a set
+        if phases is not None and len(phases) == 2:
+            start, complete = phases.get("START"), phases.get("COMPLETE")
             if start is not None and complete is not None and len(start) == 1 == len(complete):
-                a, b = start[0], complete[0]  # process: judged without a set
+                a, b = start[0], complete[0]
                 if a.pid == b.pid and a.host == b.host and a.cuda == b.cuda and a.nvml == b.nvml \
                         and a.bus == b.bus:
                     starts.append(a)
